@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""streamlab's task runner: standard library only, so it works on a machine that has nothing but Python.
+
+    python3 dev.py lab        set up .venv if needed, then open the labs in JupyterLab
+    python3 dev.py test       set up .venv if needed, then ruff + unit tests + strict nbval + output check
+    python3 dev.py execute    re-run every notebook in place in a fresh kernel (the canonical outputs)
+    python3 dev.py check      re-run every notebook in memory; fail if committed outputs differ
+    python3 dev.py bench      run the benchmarks (not part of the tests)
+    python3 dev.py setup      only create / update .venv
+
+The environment lives in `.venv/` next to this file. It is (re)installed from pyproject.toml whenever that
+file changes, so `git pull` followed by either command is enough.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+NOTEBOOKS = ROOT / "notebooks"
+STAMP = VENV / ".streamlab-installed"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / ("python.exe" if os.name == "nt" else "python")
+
+# Same hash seed, no user site, no stray backend: notebooks and tests behave the same on every machine.
+ENV = dict(os.environ, PYTHONHASHSEED="0", PYTHONNOUSERSITE="1", MPLBACKEND="Agg", PYDEVD_DISABLE_FILE_VALIDATION="1")
+ENV.pop("PYTHONPATH", None)
+
+
+def log(msg: str) -> None:
+    print(f"[dev.py] {msg}", flush=True)
+
+
+def run(*args: object, env: dict[str, str] | None = None) -> None:
+    cmd = [str(a) for a in args]
+    code = subprocess.call(cmd, cwd=ROOT, env=env or ENV)
+    if code:
+        log(f"failed ({code}): {' '.join(cmd)}")
+        sys.exit(code)
+
+
+def setup() -> None:
+    """Create .venv and install the project with every extra, unless pyproject.toml is unchanged."""
+    if sys.version_info < (3, 10):
+        sys.exit(f"streamlab needs Python 3.10 or newer; this is {sys.version.split()[0]}")
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text().strip() == want and PY.exists():
+        return
+    if not PY.exists():
+        log(f"creating {VENV.name}/ with {sys.executable}")
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    log("installing streamlab and its dependencies (a few minutes the first time)")
+    run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    run(PY, "-m", "pip", "install", "--quiet", "-e", ".[all]")
+    STAMP.write_text(want + "\n")
+
+
+def lab(extra: list[str]) -> None:
+    setup()
+    log("starting JupyterLab on the labs (Ctrl-C to stop)")
+    os.chdir(ROOT)
+    os.execve(str(BIN / "jupyter"), [str(BIN / "jupyter"), "lab", "--notebook-dir", str(NOTEBOOKS), *extra], ENV)
+
+
+def notebooks(names: list[str]) -> list[Path]:
+    if names:
+        return [Path(n).resolve() for n in names]
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
+
+
+def test(extra: list[str]) -> None:
+    setup()
+    run(PY, "-m", "ruff", "check", "streamlab", "tests", "benchmarks", "dev.py")
+    books = [str(p.relative_to(ROOT)) for p in notebooks([])]
+    run(
+        PY, "-m", "pytest", "tests", *books,
+        "--nbval", "--nbval-sanitize-with", "notebooks/sanitize.cfg", "--nbval-cell-timeout", "120",
+        "-W", "error::ResourceWarning", *extra,
+    )
+    run(PY, str(ROOT / "tools" / "notebooks.py"), "check", *books)
+
+
+def main() -> None:
+    cmd, extra = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("help", [])
+    if cmd == "setup":
+        setup()
+    elif cmd == "lab":
+        lab(extra)
+    elif cmd == "test":
+        test(extra)
+    elif cmd in ("execute", "check"):
+        setup()
+        run(PY, str(ROOT / "tools" / "notebooks.py"), cmd, *[str(p) for p in notebooks(extra)])
+    elif cmd == "bench":
+        setup()
+        run(PY, str(ROOT / "benchmarks" / "bench_parsers.py"), *extra)
+    else:
+        print(__doc__)
+        sys.exit(0 if cmd in ("help", "-h", "--help") else 2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""A sans-IO Server-Sent Events parser: bytes in, events out.
+
+It follows the WHATWG HTML standard, section 9.2.6 "Interpreting an event stream", rule for rule, and
+gives the same events however the network cuts the bytes: inside a UTF-8 character, between the CR and
+the LF of a CRLF, inside the byte-order mark, or into empty chunks.
+
+Three design decisions carry almost all of the weight:
+
+1. Work on bytes. Lines are cut at CR and LF, which are ASCII and never occur inside a multi-byte UTF-8
+   character, so every complete line can be decoded on its own without an incremental decoder.
+2. Remember a CR that ends a chunk: an LF at the start of the next chunk belongs to the same terminator.
+3. Never rescan. Each byte is looked at a constant number of times, so the cost is linear in the bytes fed
+   whatever the chunk size and line length; an unfinished line is kept as a list of pieces, not a growing
+   buffer that is searched again on every feed.
+
+The parser does no I/O, keeps no clock and starts no thread: the HTTP client, the stand-in server, the
+relay and the conformance checker all wrap this one class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SSEEvent", "SSEParser", "SSELimitError", "parse", "DEFAULT_MAX_LINE_BYTES", "DEFAULT_MAX_EVENT_BYTES"]
+
+BOM = b"\xef\xbb\xbf"
+DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event, as an EventSource would hand it to a listener."""
+
+    event: str = "message"
+    """The `event:` field of the block, or "message" when it had none."""
+    data: str = ""
+    """The block's `data:` values joined by "\\n" (no trailing newline)."""
+    last_event_id: str = ""
+    """The stream's last event ID when this event was dispatched; it persists across events."""
+
+
+class SSELimitError(ValueError):
+    """A line or an event grew past a configured bound.
+
+    `limit` names the bound ("max_line_bytes" or "max_event_bytes"), `offset` is the stream byte offset
+    at which the offending line starts, and `events` holds the events completed earlier in the same
+    `feed` call, so nothing that was already parsed is lost.
+    """
+
+    def __init__(self, limit: str, value: int, offset: int, events: list[SSEEvent]) -> None:
+        what = "a line" if limit == "max_line_bytes" else "an event's data"
+        super().__init__(
+            f"SSE {limit}={value} exceeded: {what} starting at stream byte offset {offset} is longer "
+            f"than {value} bytes ({len(events)} complete event(s) from this chunk are in .events)"
+        )
+        self.limit = limit
+        self.value = value
+        self.offset = offset
+        self.events = events
+
+
+class SSEParser:
+    """Incremental SSE parser.
+
+    Call `feed(chunk)` with each network chunk as it arrives; it returns the events that became
+    complete. Call `close()` when the connection ends. `retry_ms` holds the last valid `retry:` value
+    and `last_event_id` the stream's last event ID string (what a client sends as `Last-Event-ID`
+    when it reconnects).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        if max_line_bytes < 1 or max_event_bytes < 1:
+            raise ValueError("max_line_bytes and max_event_bytes must be positive")
+        self.max_line_bytes = max_line_bytes
+        self.max_event_bytes = max_event_bytes
+        self.retry_ms: int | None = None
+        self.last_event_id: str = ""
+        self._id_buffer = ""  # the standard's "last event ID buffer"; committed at dispatch
+        self._event_type = ""
+        self._data: list[bytes] = []
+        self._data_len = 0
+        self._in_block = False  # a field line was seen since the last blank line
+        self._tail: list[bytes] = []  # pieces of the unfinished last line (contain no CR or LF)
+        self._tail_len = 0
+        self._head = b""  # bytes held back at the very start while they may still be a BOM
+        self._started = False
+        self._pending_cr = False  # the previous chunk ended in CR; a leading LF is the same terminator
+        self._fed = 0  # bytes fed so far, for error offsets
+        self._error: SSELimitError | None = None
+        self._closed = False
+
+    # -- public API ----------------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Add the next bytes of the stream; return the events they completed (possibly none)."""
+        if self._error is not None:
+            raise SSELimitError(self._error.limit, self._error.value, self._error.offset, [])
+        if self._closed:
+            raise RuntimeError("SSEParser.feed() called after close()")
+        start = self._fed  # stream offset of chunk[0]
+        self._fed += len(chunk)
+        if not self._started:
+            chunk = self._head + bytes(chunk)
+            start -= len(self._head)
+            if len(chunk) < 3 and BOM.startswith(chunk):
+                self._head = chunk
+                return []
+            self._head = b""
+            self._started = True
+            if chunk.startswith(BOM):
+                chunk = chunk[3:]
+                start += 3
+        if not chunk:
+            return []
+        if self._pending_cr:
+            self._pending_cr = False
+            if chunk[0] == 0x0A:
+                chunk = chunk[1:]
+                start += 1
+                if not chunk:
+                    return []
+        raw = chunk
+        if b"\r" in chunk:
+            self._pending_cr = chunk[-1] == 0x0D
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in chunk:
+            self._tail.append(chunk)
+            self._tail_len += len(chunk)
+            if self._tail_len > self.max_line_bytes:
+                self._fail("max_line_bytes", self._fed - self._tail_len, [])
+            return []
+        lines = chunk.split(b"\n")
+        rest = lines.pop()
+        longest_possible = self._tail_len + len(chunk)
+        if self._tail:
+            lines[0] = b"".join(self._tail) + lines[0]
+            self._tail = []
+        if rest:
+            self._tail.append(rest)
+        self._tail_len = len(rest)
+        if longest_possible > self.max_line_bytes:
+            self._check_line_lengths(lines, raw, start)
+        events = self._lines(lines, raw, start)
+        if self._tail_len > self.max_line_bytes:
+            self._fail("max_line_bytes", self._fed - self._tail_len, events)
+        return events
+
+    def close(self) -> bool:
+        """End of stream. Returns True when it stopped inside an unfinished line or event.
+
+        The unfinished event is discarded, as the standard requires ("the incomplete event is not
+        dispatched"); `last_event_id` keeps the value of the last dispatched block.
+        """
+        truncated = bool(self._tail) or bool(self._head) or self._in_block
+        self._tail, self._tail_len, self._head = [], 0, b""
+        self._reset_block()
+        self._closed = True
+        return truncated
+
+    @property
+    def bytes_fed(self) -> int:
+        """How many bytes have been fed so far."""
+        return self._fed
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _reset_block(self) -> None:
+        self._data = []
+        self._data_len = 0
+        self._event_type = ""
+        self._in_block = False
+
+    def _lines(self, lines: list[bytes], raw: bytes, start: int) -> list[SSEEvent]:
+        """Interpret complete lines (terminators already removed). The hot loop of the parser."""
+        out: list[SSEEvent] = []
+        data = self._data
+        for i, line in enumerate(lines):
+            if not line:  # blank line: dispatch
+                if data:
+                    self.last_event_id = self._id_buffer
+                    text = (data[0] if len(data) == 1 else b"\n".join(data)).decode("utf-8", "replace")
+                    out.append(SSEEvent(self._event_type or "message", text, self.last_event_id))
+                    data = self._data = []
+                    self._data_len = 0
+                    self._event_type = ""
+                else:  # nothing to dispatch, but the block still ends: commit the id, reset the type
+                    self.last_event_id = self._id_buffer
+                    self._event_type = ""
+                self._in_block = False
+                continue
+            if line[:5] == b"data:":
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                data.append(value)
+                self._in_block = True
+                self._data_len += len(value) + 1
+                if self._data_len > self.max_event_bytes:
+                    self._fail("max_event_bytes", self._line_offset(lines, i, raw, start), out)
+                continue
+            if line[0] == 0x3A:  # ":" starts a comment
+                continue
+            self._in_block = True
+            name, colon, value = line.partition(b":")
+            if colon and value[:1] == b" ":
+                value = value[1:]
+            if name == b"event":
+                self._event_type = value.decode("utf-8", "replace")
+            elif name == b"data":  # "data" with no colon: an empty data line
+                data.append(b"")
+                self._data_len += 1
+            elif name == b"id":
+                if b"\x00" not in value:
+                    self._id_buffer = value.decode("utf-8", "replace")
+            elif name == b"retry":
+                if value and value.isdigit():  # bytes.isdigit() accepts ASCII 0-9 only
+                    self.retry_ms = int(value)
+            # every other field name (including "Data", "ID", ...) is ignored
+        return out
+
+    def _fail(self, limit: str, offset: int, events: list[SSEEvent]) -> None:
+        value = self.max_line_bytes if limit == "max_line_bytes" else self.max_event_bytes
+        self._error = SSELimitError(limit, value, offset, events)
+        self._tail, self._tail_len = [], 0
+        self._reset_block()
+        raise self._error
+
+    def _check_line_lengths(self, lines: list[bytes], raw: bytes, start: int) -> None:
+        for i, line in enumerate(lines):
+            if len(line) > self.max_line_bytes:
+                self._fail("max_line_bytes", self._line_offset(lines, i, raw, start), [])
+
+    def _line_offset(self, lines: list[bytes], i: int, raw: bytes, start: int) -> int:
+        """Stream offset where lines[i] starts (error path only; lines[0] may begin in earlier chunks)."""
+        if i == 0:
+            first_in_raw = len(raw.split(b"\n", 1)[0].split(b"\r", 1)[0])
+            return start - (len(lines[0]) - first_in_raw)
+        pos = 0
+        for _ in range(i):  # step over i terminators in the raw bytes
+            lf, cr = raw.find(b"\n", pos), raw.find(b"\r", pos)
+            if cr != -1 and (lf == -1 or cr < lf):
+                pos = cr + (2 if raw[cr + 1 : cr + 2] == b"\n" else 1)
+            else:
+                pos = lf + 1
+        return start + pos
+
+
+def parse(data: bytes) -> tuple[list[SSEEvent], bool]:
+    """Parse a whole byte string; return (events, truncated). Handy in notebooks and tests."""
+    parser = SSEParser()
+    events = parser.feed(data)
+    return events, parser.close()
