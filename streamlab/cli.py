@@ -1,0 +1,73 @@
+"""The `streamlab` command line (also `python -m streamlab`).
+
+Subcommands import what they need lazily, so `streamlab --help` is instant and the sans-IO commands
+work without the I/O layers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    """Parse a file (or stdin) of raw SSE bytes and print each event."""
+    from .sse import SSELimitError, SSEParser
+
+    raw = sys.stdin.buffer.read() if args.file == "-" else open(args.file, "rb").read()
+    parser = SSEParser()
+    try:
+        events = parser.feed(raw)
+    except SSELimitError as exc:
+        for ev in exc.events:
+            print(repr(ev))
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for ev in events:
+        print(f"event={ev.event!r} id={ev.last_event_id!r} data={ev.data!r}")
+    truncated = parser.close()
+    print(f"{len(events)} event(s); retry={parser.retry_ms}; stopped mid-event={truncated}")
+    return 0
+
+
+def _cmd_fixtures(args: argparse.Namespace) -> int:
+    """List the byte fixtures, or run the split harness on streamlab's parser."""
+    from .fixtures import load_fixtures
+    from .fuzz import run_harness, streamlab_contender
+
+    fixtures = load_fixtures()
+    if not args.fuzz:
+        for f in fixtures:
+            print(f"{f.name:<36} {len(f.raw):>5} bytes  {len(f.expected.events):>2} events  {f.description}")
+        return 0
+    result = run_harness([streamlab_contender()], fixtures, random_runs=args.runs, seed=args.seed)
+    print(result.summary())
+    return 0 if not result.failing_fixtures("streamlab") else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="streamlab", description="Tools from the streamlab labs.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("parse", help="parse raw SSE bytes from a file and print the events",
+                       description=_cmd_parse.__doc__)
+    p.add_argument("file", help="a file of raw SSE bytes, or - for stdin")
+    p.set_defaults(func=_cmd_parse)
+
+    p = sub.add_parser("fixtures", help="list the byte fixtures or fuzz the parser over them",
+                       description=_cmd_fixtures.__doc__)
+    p.add_argument("--fuzz", action="store_true", help="run every split strategy on streamlab's parser")
+    p.add_argument("--runs", type=int, default=200, help="random splits per fixture (default 200)")
+    p.add_argument("--seed", type=int, default=20261129, help="seed for the random splits")
+    p.set_defaults(func=_cmd_fixtures)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
