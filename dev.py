@@ -76,7 +76,7 @@ def notebooks(names: list[str]) -> list[Path]:
 
 def test(extra: list[str]) -> None:
     setup()
-    run(PY, "-m", "ruff", "check", "streamlab", "tests", "benchmarks", "dev.py")
+    run(PY, "-m", "ruff", "check", "streamlab", "tests", "benchmarks", "tools", "dev.py")
     books = [str(p.relative_to(ROOT)) for p in notebooks([])]
     run(
         PY, "-m", "pytest", "tests", *books,
