@@ -46,6 +46,61 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
     return 0 if not result.failing_fixtures("streamlab") else 1
 
 
+def _cmd_standin(args: argparse.Namespace) -> int:
+    """Serve a scripted stand-in for an OpenAI-compatible endpoint (no model, no key, no network) until
+    Ctrl-C. Every scenario is a scripted answer under its own model name; "all" serves them together."""
+    import json
+    import time
+
+    from .standin import SCENARIOS, StandIn, scenario
+
+    if args.list:
+        for name, what in SCENARIOS.items():
+            print(f"{name:<11} {what}")
+        return 0
+    try:
+        script = scenario(args.scenario)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server = StandIn(script, host=args.host, port=args.port).start()
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    base = server.base_url
+    model = "scheduled" if "scheduled" in script else next(iter(script))
+    dialect = "responses" if model in ("responses", "bg") else "chat/completions"
+    body = {"model": model, "stream": True}
+    body.update({"input": "hi"} if dialect == "responses" else {"messages": [{"role": "user", "content": "hi"}]})
+    print(f"streamlab stand-in: scenario {args.scenario!r} at {base}  (scripted, not a model)")
+    if args.host in ("0.0.0.0", "::", ""):
+        print(f"  listening on every interface: others in the room use this machine's address, port {server.port}")
+    print(f"  models: {', '.join(sorted(script))}")
+    print("\ntry it with curl (-N: print bytes as they arrive):")
+    print(f"  curl -N {base}/{dialect} -H 'Content-Type: application/json' -d '{json.dumps(body)}'")
+    print("\nor with the openai SDK:")
+    print("  from openai import OpenAI")
+    print(f"  client = OpenAI(base_url={base!r}, api_key='stand-in')")
+    if dialect == "responses":
+        print(f"  for event in client.responses.create(model={model!r}, input='hi', stream=True):")
+        print("      print(event.type)")
+    else:
+        print(f"  for chunk in client.chat.completions.create(model={model!r}, stream=True,")
+        print("                                              messages=[{'role': 'user', 'content': 'hi'}]):")
+        print("      print(chunk.choices[0].delta.content if chunk.choices else chunk.usage)")
+    print("\nCtrl-C stops it.", flush=True)
+    try:
+        while True:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    print(f"stopped after {len(server.records())} request(s)", flush=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="streamlab", description="Tools from the streamlab labs.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -61,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=200, help="random splits per fixture (default 200)")
     p.add_argument("--seed", type=int, default=20261129, help="seed for the random splits")
     p.set_defaults(func=_cmd_fixtures)
+
+    p = sub.add_parser("standin", help="serve a scripted OpenAI-compatible stand-in until Ctrl-C",
+                       description=_cmd_standin.__doc__)
+    p.add_argument("--scenario", default="all", help="a named scenario, or 'all' (default); see --list")
+    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for a room)")
+    p.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0 picks a free one)")
+    p.set_defaults(func=_cmd_standin)
     return ap
 
 

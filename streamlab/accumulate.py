@@ -1,0 +1,594 @@
+"""Rebuild the answer from streamed deltas, and say honestly how the stream ended.
+
+A streamed answer arrives in pieces: a delta is a fragment to append, never a snapshot. The two
+accumulators here are fed parsed `SSEEvent`s one at a time (sans-IO: no sockets, no clocks) and keep the
+pieces per slot:
+
+* `ChatAccumulator` (Chat Completions): text, refusal and finish reason per choice index; tool calls
+  keyed by (choice index, tool index) with every fragment concatenated; usage; whether `[DONE]` came.
+* `ResponsesAccumulator` (Responses): text by (output_index, content_index), function-call arguments by
+  output_index, output items, the terminal status and usage; it checks that `sequence_number` strictly
+  increases and that the concatenated deltas equal the server's own `.done` values.
+
+Both give `outcome()`, one of five `Outcome`s. "The loop ended" is not "the answer is complete":
+
+========== ==============================================================================================
+complete   the terminal marker came and nothing was cut: Chat `[DONE]` with every choice finished by
+           "stop" / "tool_calls"; Responses `response.completed`.
+incomplete the server ended the answer early on purpose and said so: finish_reason "length" or
+           "content_filter", `[DONE]` with a choice that never got a finish_reason, `response.incomplete`
+           (see `incomplete_reason`).
+failed     the server reported an error: an error object inside the 200 stream (`StreamError` is raised),
+           a Responses `error` event, or `response.failed`.
+truncated  the bytes stopped without a terminal marker: a dropped connection, a proxy timeout.
+cancelled  our side stopped reading (the caller called `cancel()`) before the terminal marker. It wins
+           over truncated: the missing end is our doing, not the server's.
+========== ==============================================================================================
+
+Errors are loud and keep what was received: a `data:` that is not JSON raises `FrameError`, a replayed
+or reordered Responses event raises `SequenceError`, an error object raises `StreamError`; the text and
+calls gathered so far stay in the accumulator. A tool call's arguments are parsed only when the call is
+complete (`ToolCallError` otherwise), so half a JSON document never reaches a function.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, NamedTuple, TypeVar
+
+from .sse import SSEEvent, SSEParser
+
+__all__ = [
+    "Outcome",
+    "StreamError",
+    "FrameError",
+    "SequenceError",
+    "ToolCallError",
+    "ToolCall",
+    "Disagreement",
+    "ChatAccumulator",
+    "ResponsesAccumulator",
+    "Replay",
+    "replay",
+    "INCOMPLETE_FINISH_REASONS",
+    "RESPONSES_KNOWN_EVENTS",
+]
+
+INCOMPLETE_FINISH_REASONS = frozenset({"length", "content_filter"})
+"""Chat finish reasons that mean the answer was cut short on purpose (token limit, content filter)."""
+
+RESPONSES_TERMINAL_STATUS = {
+    "response.completed": "completed",
+    "response.incomplete": "incomplete",
+    "response.failed": "failed",
+}
+
+RESPONSES_KNOWN_EVENTS = frozenset({
+    *RESPONSES_TERMINAL_STATUS,
+    "error",
+    "response.created", "response.in_progress", "response.queued",
+    "response.output_item.added", "response.output_item.done",
+    "response.content_part.added", "response.content_part.done",
+    "response.output_text.delta", "response.output_text.done", "response.output_text.annotation.added",
+    "response.refusal.delta", "response.refusal.done",
+    "response.function_call_arguments.delta", "response.function_call_arguments.done",
+    "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
+    "response.reasoning_text.delta", "response.reasoning_text.done",
+})
+"""Responses event types this accumulator knows (the ones it needs plus documented ones it may ignore).
+Anything else is counted in `unknown_events` and skipped, as the API reference tells clients to do."""
+
+
+class Outcome(str, Enum):
+    """How a stream ended (see the module docstring for the exact rule behind each)."""
+
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"
+    FAILED = "failed"
+    TRUNCATED = "truncated"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class StreamError(Exception):
+    """The server reported an error inside a stream whose HTTP status was already 200.
+
+    `error` is the error object exactly as received (for Chat, the value of the `"error"` key; for a
+    Responses `error` event, the event itself). Its `code` may be a string, an integer or null.
+    """
+
+    def __init__(self, error: Any, *, event_number: int | None = None) -> None:
+        self.error = error
+        self.event_number = event_number
+        where = f" (event #{event_number})" if event_number is not None else ""
+        if isinstance(error, dict):
+            bits = [str(error[k]) for k in ("type", "code") if error.get(k) not in (None, "", "error")]
+            label = "/".join(dict.fromkeys(bits)) or "error"
+            message = f"{label}: {error.get('message', '(no message)')}"
+        else:
+            message = repr(error)
+        super().__init__(f"error inside the stream{where}: {message}")
+
+
+class FrameError(ValueError):
+    """An event's `data` is not what the dialect promises (not JSON, not an object, a field missing)."""
+
+    def __init__(self, problem: str, event: SSEEvent, event_number: int) -> None:
+        self.event = event
+        self.event_number = event_number
+        self.text = event.data
+        shown = event.data if len(event.data) <= 120 else event.data[:117] + "..."
+        super().__init__(f"event #{event_number} (event type {event.event!r}): {problem}; its data: {shown!r}")
+
+
+class SequenceError(ValueError):
+    """A Responses `sequence_number` did not increase: an event was replayed or arrived out of order."""
+
+    def __init__(self, previous: int, got: int, event_type: str) -> None:
+        self.previous = previous
+        self.got = got
+        kind = "replayed" if got == previous else "went backwards"
+        super().__init__(
+            f"sequence_number {kind}: {event_type!r} has sequence_number {got}, "
+            f"but {previous} was already handled (numbers must strictly increase)"
+        )
+
+
+class ToolCallError(ValueError):
+    """A tool call is not safe to run: incomplete, cut off, unnamed, or its arguments are not a JSON object."""
+
+
+@dataclass
+class ToolCall:
+    """A Chat tool call rebuilt from its fragments (`delta.tool_calls[]` entries sharing one `index`)."""
+
+    choice: int
+    index: int
+    id: str | None = None
+    type: str | None = None
+    name: str = ""
+    arguments: str = ""
+    fragments: int = 0
+
+
+class Disagreement(NamedTuple):
+    """A place where the concatenated deltas differ from the server's own final value."""
+
+    what: str  # "text", "refusal" or "arguments"
+    key: Any  # (output_index, content_index) for text and refusal, output_index for arguments
+    built: str  # what the deltas concatenate to
+    done: str  # what the `.done` event (or the done item) says
+
+
+def _short(text: str, width: int = 40) -> str:
+    return repr(text) if len(text) <= width else repr(text[: width - 3] + "...")
+
+
+def _parse_arguments(arguments: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        raise ToolCallError(
+            f"{what}: arguments are not valid JSON ({exc}): {_short(arguments, 60)}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ToolCallError(f"{what}: arguments must be a JSON object, got {type(value).__name__}: {_short(arguments)}")
+    return value
+
+
+class _Base:
+    """What both accumulators share: event counting, JSON decoding, cancel()."""
+
+    def __init__(self) -> None:
+        self.events = 0  # events fed so far (numbering for error messages starts at 1)
+        self.late_events = 0  # events fed after the stream had ended (terminal marker or error); ignored
+        self.cancelled = False
+        self.error: Any = None  # the error object, once the server reported one
+
+    def cancel(self) -> None:
+        """Tell the accumulator that the caller stopped reading (closed the stream on purpose)."""
+        self.cancelled = True
+
+    def _decode(self, event: SSEEvent) -> dict[str, Any]:
+        try:
+            obj = json.loads(event.data)
+        except json.JSONDecodeError as exc:
+            raise FrameError(f"data is not JSON ({exc})", event, self.events) from None
+        if not isinstance(obj, dict):
+            raise FrameError(f"data is JSON but not an object (a {type(obj).__name__})", event, self.events)
+        return obj
+
+
+class ChatAccumulator(_Base):
+    """Rebuild a Chat Completions answer from `chat.completion.chunk` events.
+
+    Attributes, all keyed by choice index (several choices when the request set `n > 1`):
+    `role`, `text`, `refusal`, `finish_reason`; `tool_calls` keyed by (choice index, tool index);
+    `usage` (the last non-null usage seen: the final usage chunk, or the latest running count from a
+    server that sends usage on every chunk); `saw_done` (the literal `[DONE]` arrived); `error`;
+    `ignored_events` (events with an `event:` name, such as `event: ping`; Chat chunks have none).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.role: dict[int, str] = {}
+        self.text: dict[int, str] = {}
+        self.refusal: dict[int, str] = {}
+        self.finish_reason: dict[int, str] = {}
+        self.tool_calls: dict[tuple[int, int], ToolCall] = {}
+        self.usage: dict[str, Any] | None = None
+        self.usage_chunks = 0  # chunks that carried a non-null usage (1 for OpenAI; every chunk for some servers)
+        self.saw_done = False
+        self.chunks = 0
+        self.ignored_events = 0
+        self.choices: set[int] = set()
+
+    def feed(self, event: SSEEvent) -> None:
+        """Take the next event; raises StreamError on an error object, FrameError on a malformed frame."""
+        self.events += 1
+        if self.saw_done or self.error is not None:
+            self.late_events += 1  # nothing may follow [DONE] or an error; keep what we have
+            return
+        if event.event not in ("message", "error"):
+            self.ignored_events += 1  # e.g. `event: ping`: not a chunk
+            return
+        if event.data.strip() == "[DONE]":  # literal text, not JSON: test it before decoding
+            self.saw_done = True
+            return
+        if event.event == "error" and not event.data.lstrip().startswith("{"):
+            self.error = {"message": event.data}  # `event: error` with a plain-text body
+            raise StreamError(self.error, event_number=self.events)
+        obj = self._decode(event)
+        if event.event == "error" or obj.get("error"):
+            self.error = obj.get("error") or obj
+            raise StreamError(self.error, event_number=self.events)
+        self.chunks += 1
+        if isinstance(obj.get("usage"), dict):  # null on ordinary chunks when include_usage is set
+            self.usage = obj["usage"]
+            self.usage_chunks += 1
+        choices = obj.get("choices") or []  # [] on the usage chunk; some servers send null
+        if not isinstance(choices, list):
+            raise FrameError(f"'choices' must be a list, got {type(choices).__name__}", event, self.events)
+        for choice in choices:
+            self._choice(choice, event)
+
+    def _choice(self, choice: Any, event: SSEEvent) -> None:
+        if not isinstance(choice, dict) or not isinstance(choice.get("index"), int):
+            raise FrameError("a choice has no integer 'index'", event, self.events)
+        i = choice["index"]
+        self.choices.add(i)
+        delta = choice.get("delta") or {}
+        if delta.get("role"):
+            self.role[i] = delta["role"]  # a server may repeat it on every chunk; same value, no harm
+        if isinstance(delta.get("content"), str):
+            self.text[i] = self.text.get(i, "") + delta["content"]
+        if isinstance(delta.get("refusal"), str):
+            self.refusal[i] = self.refusal.get(i, "") + delta["refusal"]
+        for frag in delta.get("tool_calls") or []:
+            if not isinstance(frag, dict) or not isinstance(frag.get("index"), int):
+                raise FrameError(f"a tool-call fragment of choice {i} has no integer 'index'", event, self.events)
+            self._fragment(i, frag)
+        if choice.get("finish_reason"):  # null, or left out, until the choice ends
+            self.finish_reason[i] = choice["finish_reason"]
+
+    def _fragment(self, choice: int, frag: dict[str, Any]) -> None:
+        key = (choice, frag["index"])
+        call = self.tool_calls.get(key)
+        if call is None:
+            call = self.tool_calls[key] = ToolCall(choice, frag["index"])
+        call.fragments += 1
+        if frag.get("id"):
+            # Usually sent once. The SDK concatenates split ids; a server that repeats the whole id on
+            # every fragment must not double it, so an exact repeat is kept once.
+            call.id = frag["id"] if call.id in (None, frag["id"]) else call.id + frag["id"]
+        if frag.get("type"):
+            call.type = frag["type"]
+        fn = frag.get("function") or {}
+        if isinstance(fn.get("name"), str):
+            call.name += fn["name"]
+        if isinstance(fn.get("arguments"), str):
+            call.arguments += fn["arguments"]
+
+    # -- verdicts ------------------------------------------------------------------------------
+
+    def _unfinished(self) -> list[int]:
+        return sorted(i for i in self.choices if i not in self.finish_reason)
+
+    def outcome(self) -> Outcome:
+        """complete / incomplete / failed / truncated / cancelled (rules in the module docstring)."""
+        if self.error is not None:
+            return Outcome.FAILED
+        if self.saw_done:
+            if not self.choices or self._unfinished():
+                return Outcome.INCOMPLETE
+            if any(r in INCOMPLETE_FINISH_REASONS for r in self.finish_reason.values()):
+                return Outcome.INCOMPLETE
+            return Outcome.COMPLETE
+        return Outcome.CANCELLED if self.cancelled else Outcome.TRUNCATED
+
+    def explain(self) -> str:
+        """One line: the outcome and the evidence for it."""
+        outcome = self.outcome()
+        reasons = ", ".join(f"choice {i}: {self.finish_reason[i]!r}" for i in sorted(self.finish_reason)) or "none"
+        if outcome is Outcome.FAILED:
+            return f"failed: {StreamError(self.error)}"
+        if outcome is Outcome.COMPLETE:
+            return f"complete: [DONE] arrived; finish reasons {reasons}"
+        if outcome is Outcome.INCOMPLETE:
+            missing = self._unfinished()
+            if not self.choices:
+                return "incomplete: [DONE] arrived but no choice was ever sent"
+            if missing:
+                return f"incomplete: [DONE] arrived but choice(s) {missing} never got a finish_reason"
+            return f"incomplete: finish reasons {reasons}"
+        ended = "the caller stopped reading" if outcome is Outcome.CANCELLED else "the stream ended"
+        return f"{outcome}: {ended} before [DONE]; finish reasons so far {reasons}"
+
+    def tool_call_problem(self, choice: int = 0, index: int = 0) -> str | None:
+        """Why the tool call at (choice, index) must not run yet, or None when it is complete and valid."""
+        try:
+            self.tool_arguments(choice, index)
+        except ToolCallError as exc:
+            return str(exc)
+        return None
+
+    def tool_arguments(self, choice: int = 0, index: int = 0) -> dict[str, Any]:
+        """The parsed arguments of a complete tool call. Raises ToolCallError if it is not safe to run.
+
+        Complete means: its choice finished with a reason other than "length" / "content_filter" (the
+        finish chunk comes after the call's last fragment), no error arrived, it has a function name,
+        and its arguments parse to a JSON object.
+        """
+        what = f"tool call (choice {choice}, index {index})"
+        call = self.tool_calls.get((choice, index))
+        if call is None:
+            raise ToolCallError(f"{what}: no such call (calls: {sorted(self.tool_calls)})")
+        if self.error is not None:
+            raise ToolCallError(f"{what}: the stream failed ({StreamError(self.error)}); do not run it")
+        reason = self.finish_reason.get(choice)
+        if reason is None:
+            raise ToolCallError(
+                f"{what}: choice {choice} never finished (outcome {self.outcome()}); "
+                f"arguments so far are {len(call.arguments)} characters: {_short(call.arguments)}"
+            )
+        if reason in INCOMPLETE_FINISH_REASONS:
+            raise ToolCallError(f"{what}: choice {choice} finished with {reason!r}, so the arguments may be cut off")
+        if not call.name:
+            raise ToolCallError(f"{what}: no function name arrived")
+        return _parse_arguments(call.arguments, what)
+
+
+class ResponsesAccumulator(_Base):
+    """Rebuild a Responses answer from its typed events.
+
+    Attributes: `text` and `refusal` by (output_index, content_index); `arguments` (function-call
+    arguments) by output_index; `items` (the latest version of each output item, by output_index);
+    `status` ("completed", "incomplete" or "failed", set by the terminal event), `response` (the
+    terminal event's response object), `usage`, `incomplete_reason`; `last_sequence_number`;
+    `unknown_events` and `unknown_types` (types we do not know, skipped); `error`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: dict[tuple[int, int], str] = {}
+        self.refusal: dict[tuple[int, int], str] = {}
+        self.arguments: dict[int, str] = {}
+        self.items: dict[int, dict[str, Any]] = {}
+        self.done_items: set[int] = set()
+        self.status: str | None = None
+        self.response: dict[str, Any] | None = None
+        self.usage: dict[str, Any] | None = None
+        self.incomplete_reason: str | None = None
+        self.last_sequence_number: int | None = None
+        self.unknown_events = 0
+        self.unknown_types: dict[str, int] = {}
+        self._final: list[tuple[str, Any, str]] = []  # (what, key, value from a .done event or done item)
+
+    def feed(self, event: SSEEvent) -> None:
+        """Take the next event. Raises StreamError (error event), SequenceError, FrameError."""
+        self.events += 1
+        if self.status is not None or self.error is not None:
+            self.late_events += 1
+            return
+        obj = self._decode(event)
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            if event.event == "message":  # no `type` and no `event:` line either
+                raise FrameError("the event has no 'type'", event, self.events)
+            kind = event.event  # identify by the JSON type; fall back to the `event:` line
+        seq = obj.get("sequence_number")
+        if seq is not None:
+            if not isinstance(seq, int):
+                raise FrameError(f"sequence_number must be an integer, got {seq!r}", event, self.events)
+            if self.last_sequence_number is not None and seq <= self.last_sequence_number:
+                raise SequenceError(self.last_sequence_number, seq, kind)
+            self.last_sequence_number = seq
+        if kind == "error" or (obj.get("error") and kind not in RESPONSES_TERMINAL_STATUS):
+            self.error = obj["error"] if isinstance(obj.get("error"), dict) else obj
+            raise StreamError(self.error, event_number=self.events)
+        if kind not in RESPONSES_KNOWN_EVENTS:
+            self.unknown_events += 1  # e.g. a keep-alive: skip what we do not know, do not crash
+            self.unknown_types[kind] = self.unknown_types.get(kind, 0) + 1
+            return
+        self._handle(kind, obj, event)
+
+    def _need(self, obj: dict[str, Any], field: str, kind: str, event: SSEEvent, typ: type = int) -> Any:
+        value = obj.get(field)
+        if not isinstance(value, typ):
+            raise FrameError(f"{kind} needs '{field}' ({typ.__name__}), got {value!r}", event, self.events)
+        return value
+
+    def _handle(self, kind: str, obj: dict[str, Any], event: SSEEvent) -> None:
+        if kind in ("response.output_text.delta", "response.refusal.delta"):
+            key = (self._need(obj, "output_index", kind, event), self._need(obj, "content_index", kind, event))
+            store = self.text if kind == "response.output_text.delta" else self.refusal
+            store[key] = store.get(key, "") + self._need(obj, "delta", kind, event, str)
+        elif kind in ("response.output_text.done", "response.refusal.done"):
+            key = (self._need(obj, "output_index", kind, event), self._need(obj, "content_index", kind, event))
+            field = "text" if kind == "response.output_text.done" else "refusal"
+            self._final.append((field, key, self._need(obj, field, kind, event, str)))
+        elif kind == "response.content_part.done":
+            key = (self._need(obj, "output_index", kind, event), self._need(obj, "content_index", kind, event))
+            self._part(key, obj.get("part"))
+        elif kind == "response.function_call_arguments.delta":
+            oi = self._need(obj, "output_index", kind, event)
+            self.arguments[oi] = self.arguments.get(oi, "") + self._need(obj, "delta", kind, event, str)
+        elif kind == "response.function_call_arguments.done":
+            oi = self._need(obj, "output_index", kind, event)
+            self._final.append(("arguments", oi, self._need(obj, "arguments", kind, event, str)))
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            oi = self._need(obj, "output_index", kind, event)
+            item = self._need(obj, "item", kind, event, dict)
+            self.items[oi] = item
+            if kind == "response.output_item.added":
+                if item.get("type") == "function_call":  # announced with (usually empty) arguments
+                    self.arguments.setdefault(oi, item.get("arguments") or "")
+            else:
+                self.done_items.add(oi)
+                if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
+                    self._final.append(("arguments", oi, item["arguments"]))
+                for ci, part in enumerate(item.get("content") or []):
+                    self._part((oi, ci), part)
+        elif kind in RESPONSES_TERMINAL_STATUS:
+            self.status = RESPONSES_TERMINAL_STATUS[kind]
+            resp = obj.get("response") or {}
+            self.response = resp
+            self.usage = resp.get("usage")
+            self.incomplete_reason = (resp.get("incomplete_details") or {}).get("reason")
+            if self.status == "failed":
+                self.error = resp.get("error") or {"message": "response.failed without an error object"}
+        # other known types (created, in_progress, content_part.added, annotations, reasoning...) carry
+        # nothing this accumulator keeps
+
+    def _part(self, key: tuple[int, int], part: Any) -> None:
+        if not isinstance(part, dict):
+            return
+        if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+            self._final.append(("text", key, part["text"]))
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+            self._final.append(("refusal", key, part["refusal"]))
+
+    # -- verdicts ------------------------------------------------------------------------------
+
+    def disagreements(self) -> list[Disagreement]:
+        """Every final value (`.done` event, done part, done item) that differs from the concatenated
+        deltas. Empty for a healthy stream; anything here means a lost, repeated or corrupted delta."""
+        stores: dict[str, dict[Any, str]] = {"text": self.text, "refusal": self.refusal, "arguments": self.arguments}
+        out = []
+        for what, key, done in self._final:
+            built = stores[what].get(key, "")
+            if built != done:
+                out.append(Disagreement(what, key, built, done))
+        return out
+
+    def outcome(self) -> Outcome:
+        """complete / incomplete / failed / truncated / cancelled (rules in the module docstring)."""
+        if self.error is not None or self.status == "failed":
+            return Outcome.FAILED
+        if self.status == "completed":
+            return Outcome.COMPLETE
+        if self.status == "incomplete":
+            return Outcome.INCOMPLETE
+        return Outcome.CANCELLED if self.cancelled else Outcome.TRUNCATED
+
+    def explain(self) -> str:
+        """One line: the outcome and the evidence for it."""
+        outcome = self.outcome()
+        if outcome is Outcome.FAILED and self.status == "failed":
+            err = self.error if isinstance(self.error, dict) else {}
+            return f"failed: response.failed arrived ({err.get('code')}: {err.get('message')})"
+        if outcome is Outcome.FAILED:
+            return f"failed: {StreamError(self.error)}"
+        if outcome is Outcome.COMPLETE:
+            return "complete: response.completed arrived"
+        if outcome is Outcome.INCOMPLETE:
+            return f"incomplete: response.incomplete arrived, reason {self.incomplete_reason!r}"
+        ended = "the caller stopped reading" if outcome is Outcome.CANCELLED else "the stream ended"
+        return f"{outcome}: {ended} before a terminal event (last sequence_number {self.last_sequence_number})"
+
+    def function_calls(self) -> dict[int, dict[str, Any]]:
+        """The function-call items by output_index (latest version of each)."""
+        return {oi: item for oi, item in sorted(self.items.items()) if item.get("type") == "function_call"}
+
+    def call_problem(self, output_index: int) -> str | None:
+        """Why the function call at `output_index` must not run yet, or None when it is safe."""
+        try:
+            self.call_arguments(output_index)
+        except ToolCallError as exc:
+            return str(exc)
+        return None
+
+    def call_arguments(self, output_index: int) -> dict[str, Any]:
+        """The parsed arguments of a finished function call. Raises ToolCallError otherwise.
+
+        Finished means: its `response.output_item.done` arrived with status "completed" (not
+        "incomplete"), no error arrived, and its deltas agree with its final arguments.
+        """
+        what = f"function call at output_index {output_index}"
+        item = self.items.get(output_index)
+        if item is None or item.get("type") != "function_call":
+            raise ToolCallError(f"{what}: no such call (function calls at {sorted(self.function_calls())})")
+        if self.error is not None:
+            raise ToolCallError(f"{what}: the stream failed ({StreamError(self.error)}); do not run it")
+        args = self.arguments.get(output_index, "")
+        if output_index not in self.done_items:
+            raise ToolCallError(
+                f"{what}: its output_item.done never arrived (outcome {self.outcome()}); "
+                f"arguments so far are {len(args)} characters: {_short(args)}"
+            )
+        if item.get("status") not in (None, "completed"):
+            raise ToolCallError(f"{what}: the item ended with status {item.get('status')!r}")
+        bad = [d for d in self.disagreements() if d.what == "arguments" and d.key == output_index]
+        if bad:
+            raise ToolCallError(f"{what}: deltas {_short(bad[0].built)} disagree with the final {_short(bad[0].done)}")
+        return _parse_arguments(args, what)
+
+
+Acc = TypeVar("Acc", ChatAccumulator, ResponsesAccumulator)
+
+
+@dataclass
+class Replay:
+    """What `replay` saw: the accumulator (its state is the answer), and how the bytes ended."""
+
+    accumulator: ChatAccumulator | ResponsesAccumulator
+    events: int  # events the parser produced and the accumulator was fed
+    cut_mid_event: bool  # the bytes stopped inside an unfinished event (the parser dropped it)
+    error: StreamError | None  # the error reported inside the stream, if any
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.accumulator.outcome()
+
+
+def replay(
+    chunks: Iterable[bytes], accumulator: Acc, *, stop_after: int | None = None, parser: SSEParser | None = None
+) -> Replay:
+    """Feed network chunks through an SSE parser into `accumulator`, as a client would.
+
+    Stops at a `StreamError` (recorded in the result, not raised: the stream is over either way).
+    `stop_after=N` plays a caller who stops reading after N events: it calls `accumulator.cancel()`.
+    FrameError and SequenceError propagate, with everything gathered so far left in the accumulator.
+    """
+    parser = parser if parser is not None else SSEParser()
+    fed = 0
+    if stop_after is not None and stop_after <= 0:
+        accumulator.cancel()
+        return Replay(accumulator, 0, False, None)
+    try:
+        for chunk in chunks:
+            for event in parser.feed(chunk):
+                fed += 1
+                accumulator.feed(event)
+                if fed == stop_after:  # the caller hangs up here; the rest is never read
+                    accumulator.cancel()
+                    return Replay(accumulator, fed, False, None)
+    except StreamError as exc:
+        return Replay(accumulator, fed, False, exc)
+    return Replay(accumulator, fed, parser.close(), None)

@@ -1,0 +1,783 @@
+"""A gallery of broken SSE parsers: one realistic bug each, ready for the split harness.
+
+Every parser here is wrong in exactly one way that real code gets wrong, and right in every other way, so
+when the harness (`streamlab.fuzz`) catches it, the failure is that bug and nothing else. Most of them are
+`TextLineParser`, a correct text-level parser, with one method replaced: the docstring of each says what
+the replacement does wrong, which fixtures and cuts expose it, and where such code is found. The rest are
+faithful adapters of code from the course's reference material (the Practice 2 snippet of Module 03 and the
+sample parsers of two guides), rewritten here with the same bugs.
+
+Two kinds of bug show up, and the lab is about telling them apart:
+
+* chunking bugs: right on every whole stream, wrong when the network cuts the bytes somewhere unlucky
+  (`fuzz.HarnessResult.whole_ok_split_wrong` lists them); a local test server that sends each event in one
+  packet never finds them;
+* gaps: wrong on the whole stream too, so any fixture that exercises the rule finds them.
+
+`gallery()` returns them all as `fuzz.Contender`s. The second half of the module holds what the lab draws
+with them: the cut classifier, the heatmap, the bar chart and the split explorer.
+"""
+
+from __future__ import annotations
+
+import codecs
+import html
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from .fixtures import Fixture
+from .fuzz import ALL_FIELDS, Contender, HarnessResult, ParseResult, check, show_split
+from .sse import SSEEvent
+
+__all__ = [
+    "TextLineParser",
+    "DecodeEachChunk",
+    "SplitlinesAfterDecoder",
+    "BlankLineIsLFLF",
+    "DataNeedsSpace",
+    "DispatchAtEnd",
+    "KeepsBOM",
+    "PhantomEvents",
+    "RetryWithInt",
+    "StripsValues",
+    "ChunkEndsLine",
+    "HttpxIterLines",
+    "Practice2Snippet",
+    "Seed000RequestsParser",
+    "guide_parse_sse_lines",
+    "Seed001Guide",
+    "SHOWCASE",
+    "gallery",
+    "gallery_contender",
+    "run_parser",
+    "bug_of",
+    "found_in",
+    "cut_kind",
+    "split_kinds",
+    "plot_share_heatmap",
+    "plot_strategy_bars",
+    "split_explorer_text",
+    "split_explorer",
+]
+
+_EOL = re.compile(r"\r\n|\r|\n")
+_BOM_BYTES = b"\xef\xbb\xbf"
+
+
+# =====================================================================================================
+# The correct base: a text-level parser with every step in its own method, so a bug can replace one.
+# =====================================================================================================
+
+
+class TextLineParser:
+    """A correct SSE parser that works on decoded text: the healthy body the gallery's bugs are planted in.
+
+    Steps, each a method a subclass may replace: `_decode` (bytes to text, incrementally, dropping one
+    leading BOM), `_split` (text to complete lines at CR, LF or CRLF, even when CR and LF arrive in
+    different chunks), `_line` (one line: blank, comment or field), `_value` (drop one leading space),
+    `_field`, `_retry`, `_blank` (dispatch), `_flush` (end of stream). Same interface as `SSEParser`
+    (`feed`, `close`, `retry_ms`, `last_event_id`), plus `events_at_close`, the events a parser emits when
+    the stream ends (always none for a correct one).
+    """
+
+    def __init__(self) -> None:
+        self.retry_ms: int | None = None
+        self.last_event_id = ""
+        self.events_at_close: list[SSEEvent] = []
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._started = False  # some text has been decoded (the BOM can only come first)
+        self._skip_lf = False  # the last text ended with CR: an LF next is the rest of that CRLF
+        self._tail = ""  # the unfinished last line
+        self._id_buffer = ""
+        self._type = ""
+        self._data: list[str] = []
+        self._in_block = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Add the next chunk; return the events it completed."""
+        return self.feed_lines(self._split(self._decode(chunk)))
+
+    def feed_lines(self, lines: Iterable[str]) -> list[SSEEvent]:
+        """Interpret complete lines (terminators removed); return the events they dispatched."""
+        out = []
+        for line in lines:
+            event = self._line(line)
+            if event is not None:
+                out.append(event)
+        return out
+
+    def close(self) -> bool:
+        """End of stream: True if it stopped inside an unfinished line or event (which is discarded)."""
+        truncated = self._truncated()
+        self.events_at_close = self._flush()
+        self._tail, self._data, self._type, self._in_block = "", [], "", False
+        return truncated
+
+    # -- the steps ---------------------------------------------------------------------------------
+
+    def _decode(self, chunk: bytes) -> str:
+        return self._drop_bom(self._decoder.decode(chunk))
+
+    def _drop_bom(self, text: str) -> str:
+        if not self._started and text:
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+        return text
+
+    def _split(self, text: str) -> list[str]:
+        if not text:
+            return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if text[0] == "\n":
+                text = text[1:]
+                if not text:
+                    return []
+        self._skip_lf = text[-1] == "\r"
+        lines = _EOL.split(self._tail + text)
+        self._tail = lines.pop()
+        return lines
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if not line:
+            return self._blank()
+        if line[0] == ":":
+            return None
+        self._in_block = True
+        name, colon, value = line.partition(":")
+        self._field(name, self._value(value) if colon else "")
+        return None
+
+    def _value(self, value: str) -> str:
+        return value[1:] if value[:1] == " " else value
+
+    def _field(self, name: str, value: str) -> None:
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._type = value
+        elif name == "id":
+            if "\0" not in value:
+                self._id_buffer = value
+        elif name == "retry":
+            self._retry(value)
+
+    def _retry(self, value: str) -> None:
+        if value and value.isascii() and value.isdigit():
+            self.retry_ms = int(value)
+
+    def _blank(self) -> SSEEvent | None:
+        self._in_block = False
+        self.last_event_id = self._id_buffer
+        if not self._data:
+            self._type = ""
+            return None
+        event = SSEEvent(self._type or "message", "\n".join(self._data), self.last_event_id)
+        self._data, self._type = [], ""
+        return event
+
+    def _truncated(self) -> bool:
+        leftover = self._decoder.decode(b"", final=True)  # bytes of an unfinished character
+        return bool(self._tail or leftover or self._in_block)
+
+    def _flush(self) -> list[SSEEvent]:
+        return []
+
+
+# =====================================================================================================
+# The gallery: one bug each.
+# =====================================================================================================
+
+
+class DecodeEachChunk(TextLineParser):
+    """Decodes every network chunk to text on its own, so a character cut in two turns into U+FFFD.
+
+    `chunk.decode("utf-8", errors="replace")` inside the read loop looks harmless, and passes every test
+    that sends whole lines. But a cut inside a multi-byte character (é is 2 bytes, 世 3, 🙂 4) leaves each
+    half invalid on its own: the text silently turns into replacement characters (with the default
+    `errors="strict"` the loop raises `UnicodeDecodeError` instead). A cut inside the byte-order mark spoils
+    the first line the same way.
+
+    Found in: countless hand-written loops over `response.iter_bytes()` / `resp.iter_content()` and JS
+    code calling `new TextDecoder().decode(value)` without `{stream: true}`.
+    """
+
+    def _decode(self, chunk: bytes) -> str:
+        return self._drop_bom(chunk.decode("utf-8", errors="replace"))
+
+
+class SplitlinesAfterDecoder(TextLineParser):
+    """Splits lines with `str.splitlines()`: ends lines inside JSON text, and splits a CRLF cut in two.
+
+    The text is decoded correctly (an incremental decoder), but `str.splitlines()` ends a line at ten
+    different characters where SSE knows two (CR and LF): U+2028, U+2029 and U+0085 (legal, unescaped,
+    inside JSON strings), form feed, vertical tab and the file/group/record separators cut a data line in
+    two, even on the whole stream. And a chunk that ends with the CR of a CRLF ends a line there; the LF
+    at the start of the next chunk then ends an empty line, a blank line the server never sent, which
+    dispatches the event early.
+
+    Found in: `requests`' `iter_lines(decode_unicode=True)` (the same two steps), and code that keeps
+    a text buffer and calls `buffer.splitlines()`.
+    """
+
+    def _split(self, text: str) -> list[str]:
+        pieces = (self._tail + text).splitlines(keepends=True)
+        self._tail = ""
+        if pieces and pieces[-1].splitlines()[0] == pieces[-1]:  # no line break at its end yet
+            self._tail = pieces.pop()
+        return [p.splitlines()[0] for p in pieces]
+
+
+class BlankLineIsLFLF(TextLineParser):
+    """Finds the end of an event by searching for b"\\n\\n", so CRLF and CR-only streams never dispatch.
+
+    The standard's blank line may end in CRLF, CR or LF: an event ends at `\\r\\n\\r\\n`, `\\r\\r`,
+    `\\n\\n` or any mix. Searching the buffer for `\\n\\n` only finds the LF form; a server (or proxy)
+    that writes CRLF, as many HTTP stacks do by habit, produces no events at all, and the whole stream
+    sits in the buffer until the connection ends. It is not a chunking bug: the whole stream fails too.
+
+    Found in: most "parse SSE in 20 lines" answers, JavaScript `buffer.indexOf("\\n\\n")` loops, and the
+    TypeScript sample of the [DONE] guide in the reference material.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        self._buf += chunk
+        if not self._started:  # drop one BOM, even when it arrives in pieces
+            if len(self._buf) < 3 and _BOM_BYTES.startswith(self._buf):
+                return []
+            self._started = True
+            if self._buf.startswith(_BOM_BYTES):
+                self._buf = self._buf[3:]
+        out: list[SSEEvent] = []
+        while (end := self._buf.find(b"\n\n")) != -1:
+            block, self._buf = self._buf[:end], self._buf[end + 2 :]
+            out += self.feed_lines([*block.decode("utf-8", errors="replace").split("\n"), ""])
+        return out
+
+    def _truncated(self) -> bool:
+        return bool(self._buf.strip(b"\n"))
+
+
+class DataNeedsSpace(TextLineParser):
+    """Recognises a field only when written `name: value`, with the space: `data:x` and `data` are lost.
+
+    The space after the colon is optional; one space is removed if present. Matching
+    `line.startswith("data: ")` drops `data:x` (the standard's own example), `data` alone (an empty data
+    line, which still dispatches an event) and `id` alone (which resets the last event ID). Servers that
+    write compact frames, such as some proxies and non-OpenAI providers, lose every event.
+
+    Found in: the Python and TypeScript samples of the [DONE] guide and of the chat-completions guide in
+    the reference material, and most tutorials.
+    """
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if not line:
+            return self._blank()
+        for name in ("data", "event", "id", "retry"):
+            if line.startswith(name + ": "):
+                self._in_block = True
+                self._field(name, line[len(name) + 2 :])
+                return None
+        return None  # comments, unknown fields, and also "data:x" and "data"
+
+
+class DispatchAtEnd(TextLineParser):
+    """Dispatches the unfinished last event when the stream ends, instead of discarding it.
+
+    The standard is explicit: an event not ended by a blank line when the stream closes is not
+    dispatched. A connection cut mid-event (a crash, a proxy timeout) leaves half an event in the
+    buffer; "flush whatever is left" hands it over as if complete, for example half a JSON object, and
+    commits its `id`, so a reconnect would claim an event it never got.
+
+    Found in: parsers with a final `if buffer: yield parse(buffer)`, and the Python sample of the [DONE]
+    guide in the reference material ("Handle residual buffer after the socket closes").
+    """
+
+    def _flush(self) -> list[SSEEvent]:
+        return self.feed_lines([*([self._tail] if self._tail else []), ""])
+
+
+class KeepsBOM(TextLineParser):
+    """Keeps a leading byte-order mark, so the first line reads "\\ufeffdata: x" and its field is unknown.
+
+    The standard drops one U+FEFF at the very start of the stream. Decoding with plain "utf-8" keeps it
+    as a character, the first field name becomes "\\ufeffdata" and the first event silently disappears.
+    (Stripping every BOM, or one at the start of every chunk, is the opposite bug.)
+
+    Found in: parsers behind servers or files written by Windows tools; any decoder set to "utf-8"
+    rather than "utf-8-sig" with no BOM handling of its own.
+    """
+
+    def _decode(self, chunk: bytes) -> str:
+        return self._decoder.decode(chunk)
+
+
+class PhantomEvents(TextLineParser):
+    """Dispatches at every blank line that ends a non-empty block, even one without data: phantom events.
+
+    A block with no `data` line dispatches nothing; it still sets the last event ID (`id: 5`), the
+    reconnection time (`retry:`) or nothing at all (a `: keep-alive` comment). Dispatching an empty
+    message there hands the application events with `data == ""`, and every keep-alive comment becomes
+    one, which `json.loads("")` then rejects.
+
+    Found in: httpx-sse (0.4.3 dispatches a block that sets only `id`, `event` or `retry`, and since its
+    last event ID is sticky, after any event with an `id` even a `: ping` keep-alive block becomes an empty
+    event: florimondmanca/httpx-sse issue #35), and the openai SDK's decoder, which has the same condition.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._had_lines = False
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if line:
+            self._had_lines = True
+            return super()._line(line)
+        had_lines, self._had_lines = self._had_lines, False
+        if had_lines and not self._data:
+            self._in_block = False
+            self.last_event_id = self._id_buffer
+            event = SSEEvent(self._type or "message", "", self.last_event_id)
+            self._type = ""
+            return event
+        return self._blank()
+
+
+class RetryWithInt(TextLineParser):
+    """Reads `retry` with `int()`, which accepts "+5", " 7", "-1", "1_000" and Arabic-Indic digits.
+
+    The standard accepts a `retry` value only when it consists of ASCII digits 0-9, and ignores the
+    field otherwise. Python's `int()` is far more generous: a sign, surrounding whitespace, underscores
+    between digits, and any Unicode decimal digit (`int("٣") == 3`). A negative or odd value then reaches
+    the reconnect timer.
+
+    Found in: the openai SDK's and httpx-sse's decoders (`try: int(value) except ValueError`), and most
+    hand-written parsers that handle `retry` at all.
+    """
+
+    def _retry(self, value: str) -> None:
+        try:
+            self.retry_ms = int(value)
+        except ValueError:
+            pass
+
+
+class StripsValues(TextLineParser):
+    """Calls `.strip()` on field values, instead of removing one leading space, and only one.
+
+    `data:  two` carries " two" (the second space is data) and a tab after the colon is data too; so is
+    trailing whitespace. Stripping changes the text of the event, which matters for streamed tokens: a
+    delta of " " or a code block's indentation disappears.
+
+    Found in: the TypeScript sample of the [DONE] guide in the reference material (`.trim()`), and
+    parsers that "clean up" lines with `line.strip()`.
+    """
+
+    def _value(self, value: str) -> str:
+        return value.strip()
+
+
+class ChunkEndsLine(TextLineParser):
+    """Treats the end of every chunk as the end of a line: a line cut by the network becomes two lines.
+
+    Splitting each chunk into lines on its own, without keeping the unfinished last line for the next
+    chunk, works as long as every chunk ends at a line end, which a local server writing one event per
+    `write()` guarantees. On a real network the first half of `data: hello` may end a chunk: it is
+    interpreted as a complete line, and `lo` arrives as an unknown field.
+
+    Found in: `for chunk in response.iter_text(): for line in chunk.split("\\n"): ...` loops, and
+    WebSocket-minded code that assumes one message per read.
+    """
+
+    def _split(self, text: str) -> list[str]:
+        lines = super()._split(text)
+        if self._tail:
+            lines.append(self._tail)
+            self._tail = ""
+        return lines
+
+
+class HttpxIterLines(TextLineParser):
+    """Uses httpx's `response.iter_lines()` for the lines: splits JSON text at U+2028, U+0085, form feed...
+
+    httpx's line iterator follows `str.splitlines()`, not the SSE rules: it ends a line at U+2028,
+    U+2029, U+0085, form feed, vertical tab and the separators \\x1c-\\x1e, so a data line whose JSON
+    contains one of them arrives in two pieces, even on the whole stream. (It does handle a CRLF cut
+    between chunks.) The byte-order mark is dropped here so that only the line-splitting bug shows.
+    This adapter needs a real `httpx.Response`, so it only runs through `gallery_contender`, not `feed`.
+
+    Found in: `for line in response.iter_lines(): if line.startswith("data:")` — the usual way to read
+    SSE with httpx without a library.
+    """
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:  # pragma: no cover - guidance only
+        raise TypeError("HttpxIterLines reads lines from an httpx.Response; use gallery_contender()")
+
+    @staticmethod
+    def run(chunks: Sequence[bytes]) -> ParseResult:
+        from .peers import response_from_chunks  # httpx is needed only here
+
+        parser = HttpxIterLines()
+        events: list[SSEEvent] = []
+        for k, line in enumerate(response_from_chunks(chunks).iter_lines()):
+            if k == 0 and line.startswith("\ufeff"):
+                line = line[1:]
+            events += parser.feed_lines([line])
+        return ParseResult(tuple(events), parser.retry_ms, None, parser.last_event_id)
+
+
+class Practice2Snippet:
+    """Module 03's Practice 2 snippet ("Find the bugs"), as an event source: many bugs at once.
+
+    The snippet appends `chunk.decode("utf-8")` to a text buffer, then, after every chunk, splits the
+    whole buffer on "\\n\\n" and handles every block that starts with "data: ". Its bugs: (1) it decodes
+    each chunk separately (a cut inside a character raises `UnicodeDecodeError`); (2) it never removes
+    the blocks it has handled, so every chunk replays all earlier events, and (3) it handles the
+    unfinished last block too, so half an event is dispatched (and `json.loads` would fail on it);
+    (4) only "\\n\\n" ends an event (CRLF and CR streams never do); (5) "data:" needs the space; (6) a
+    block with several data lines keeps "\\ndata: " inside its value; (7) a block that starts with
+    `event:`, `id:` or a comment is skipped whole (every Responses API event); (8) it never strips a BOM;
+    and in the original, (9) `json.loads("[DONE]")` raises at the end of every chat stream. The adapter
+    reports the value handed to `json.loads` as the event data, without parsing it.
+
+    Found in: Module 03, Practice 2, and in spirit in many first attempts.
+    """
+
+    def __init__(self) -> None:
+        self.pending = ""
+        self.retry_ms: int | None = None
+        self.last_event_id = ""
+        self.events_at_close: list[SSEEvent] = []
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        self.pending += chunk.decode("utf-8")
+        frames = self.pending.split("\n\n")
+        return [SSEEvent("message", frame[len("data: ") :]) for frame in frames if frame.startswith("data: ")]
+
+    def close(self) -> bool:
+        return False
+
+
+class Seed000RequestsParser:
+    """The [DONE] guide's `parse_sse`, fed by `requests`' `iter_lines(decode_unicode=True)`.
+
+    Its bugs: data lines are joined with "" instead of "\\n"; only "data: " with the space counts; the
+    unfinished last event is dispatched when the stream ends; event types and ids are ignored; and the
+    line iterator it relies on splits with `str.splitlines()`, so U+2028 and U+0085 inside JSON end a
+    line. The line iterator is re-implemented here the way `requests` does it (an incremental decoder,
+    then `splitlines()` with the last piece kept back when it may be unfinished); it assumes the server
+    declares `charset=utf-8` (without it, `requests` decodes any text/* body as ISO-8859-1).
+
+    Found in: the reference material's guide to the `data: [DONE]` sentinel (Python sample, steps 3-4).
+    """
+
+    def __init__(self) -> None:
+        self.retry_ms: int | None = None
+        self.last_event_id = ""
+        self.events_at_close: list[SSEEvent] = []
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._pending: str | None = None
+        self._event_lines: list[str] = []
+
+    def _iter_lines(self, text: str) -> list[str]:
+        if not text:
+            return []
+        if self._pending is not None:
+            text = self._pending + text
+        lines = text.splitlines()
+        if lines and lines[-1] and lines[-1][-1] == text[-1]:  # the last piece may continue
+            self._pending = lines.pop()
+        else:
+            self._pending = None
+        return lines
+
+    def _parse_sse(self, lines: Iterable[str]) -> list[SSEEvent]:
+        out = []
+        for line in lines:
+            if line.startswith("data: "):
+                self._event_lines.append(line[6:])
+            elif line == "" and self._event_lines:
+                out.append(SSEEvent("message", "".join(self._event_lines)))
+                self._event_lines = []
+        return out
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        return self._parse_sse(self._iter_lines(self._decoder.decode(chunk)))
+
+    def close(self) -> bool:
+        lines = self._iter_lines(self._decoder.decode(b"", final=True))
+        if self._pending is not None:
+            lines.append(self._pending)
+            self._pending = None
+        events = self._parse_sse(lines)
+        if self._event_lines:  # "if event_lines: yield ..." after the loop
+            events.append(SSEEvent("message", "".join(self._event_lines)))
+            self._event_lines = []
+        self.events_at_close = events
+        return False
+
+
+def guide_parse_sse_lines(lines: Iterable[str]) -> Iterator[str]:
+    """The chat-completions guide's `parse_sse_lines`, rewritten with its bugs (without the JSON step).
+
+    It collects "data: " values and yields the collected text when it sees the line "\\n". But
+    `response.iter_lines()`, which the guide passes in, removes line endings: the blank line is "", the
+    comparison never matches, and nothing is ever yielded. Had it been fed lines with their endings, it
+    would still join data lines with "" instead of "\\n", need the space after "data:", drop events whose
+    data is empty, and fail on CRLF lines ("\\r\\n" is not "\\n"); its `[DONE]` check can never run,
+    because that line already matched `startswith("data: ")`.
+    """
+    buffer = ""
+    for line in lines:
+        if line.startswith("data: "):
+            buffer += line[6:]
+        elif line == "data: [DONE]\n":  # unreachable: the branch above took it
+            break
+        elif line == "\n" and buffer:
+            yield buffer
+            buffer = ""
+
+
+class Seed001Guide:
+    """The chat-completions guide's sample parser, driven as the guide drives it: yields nothing at all.
+
+    `guide_parse_sse_lines(response.iter_lines())` with a real `httpx.Response`. Since httpx strips line
+    endings, the blank-line test `line == "\\n"` never matches and no event is ever produced: the parser
+    fails every fixture that has an event, whole or cut, and its other bugs never get a chance to show.
+    A mocked test with hand-written lines ending in "\\n" would have passed.
+
+    Found in: the reference material's guide to streaming chat completions with httpx (step 3).
+    """
+
+    @staticmethod
+    def run(chunks: Sequence[bytes]) -> ParseResult:
+        from .peers import response_from_chunks  # httpx is needed only here
+
+        lines = response_from_chunks(chunks).iter_lines()
+        return ParseResult(tuple(SSEEvent("message", data) for data in guide_parse_sse_lines(lines)))
+
+
+# =====================================================================================================
+# As contenders.
+# =====================================================================================================
+
+_EVENTS_ONLY = frozenset({"events"})
+
+# name -> (class, fields it reports, fixture that shows its bug best)
+_GALLERY: dict[str, tuple[type, frozenset[str], str]] = {
+    "decode-each-chunk": (DecodeEachChunk, ALL_FIELDS, "multibyte-utf8"),
+    "decoder+splitlines": (SplitlinesAfterDecoder, ALL_FIELDS, "crlf-two-data-lines"),
+    "blank-line-is-LFLF": (BlankLineIsLFLF, ALL_FIELDS, "crlf-endings"),
+    "data-needs-space": (DataNeedsSpace, ALL_FIELDS, "spec-space-optional"),
+    "dispatch-at-end": (DispatchAtEnd, ALL_FIELDS, "unfinished-final-event"),
+    "keeps-bom": (KeepsBOM, ALL_FIELDS, "bom-first"),
+    "phantom-events": (PhantomEvents, ALL_FIELDS, "id-without-data"),
+    "retry-with-int": (RetryWithInt, ALL_FIELDS, "retry-invalid-values"),
+    "strips-values": (StripsValues, ALL_FIELDS, "space-removed-once"),
+    "chunk-ends-line": (ChunkEndsLine, ALL_FIELDS, "spec-stock-ticker"),
+    "httpx-iter-lines": (HttpxIterLines, frozenset({"events", "retry_ms", "last_event_id"}), "unicode-line-separators"),
+    "practice-2-snippet": (Practice2Snippet, _EVENTS_ONLY, "multibyte-utf8"),
+    "seed-000-requests": (Seed000RequestsParser, _EVENTS_ONLY, "spec-stock-ticker"),
+    "seed-001-guide": (Seed001Guide, _EVENTS_ONLY, "spec-three-messages"),
+}
+
+SHOWCASE: dict[str, str] = {name: showcase for name, (_, _, showcase) in _GALLERY.items()}
+"""For each gallery parser, the fixture whose smallest failing cut shows its bug best."""
+
+
+def run_parser(factory: Callable[[], Any]) -> Callable[[Sequence[bytes]], ParseResult]:
+    """A contender's `run` for a parser class: feed, close, report, including the events emitted at close.
+
+    Like `fuzz.contender_from_class`, except that events a parser hands over in `close()` (its
+    `events_at_close` list) are reported too; a parser that flushes its buffer at the end needs that.
+    """
+
+    def run(chunks: Sequence[bytes]) -> ParseResult:
+        parser = factory()
+        events: list[SSEEvent] = []
+        for chunk in chunks:
+            events.extend(parser.feed(chunk))
+        truncated = parser.close()
+        events.extend(parser.events_at_close)
+        return ParseResult(tuple(events), parser.retry_ms, truncated, parser.last_event_id)
+
+    return run
+
+
+def bug_of(name: str) -> str:
+    """The one-line description of a gallery parser's bug (its docstring's first line)."""
+    cls = _GALLERY[name][0]
+    return (cls.__doc__ or "").strip().split("\n")[0]
+
+
+def found_in(name: str) -> str:
+    """Where code with this bug is found (the docstring's "Found in:" paragraph)."""
+    doc = _GALLERY[name][0].__doc__ or ""
+    text = doc.split("Found in:", 1)[1] if "Found in:" in doc else ""
+    return " ".join(text.split())
+
+
+def gallery_contender(name: str) -> Contender:
+    """One gallery parser as a harness contender."""
+    cls, exposes, _ = _GALLERY[name]
+    run = cls.run if hasattr(cls, "run") else run_parser(cls)
+    return Contender(name, run, exposes, bug_of(name))
+
+
+def gallery() -> list[Contender]:
+    """Every broken parser of the gallery, in teaching order."""
+    return [gallery_contender(name) for name in _GALLERY]
+
+
+# =====================================================================================================
+# Describing cuts.
+# =====================================================================================================
+
+
+def cut_kind(raw: bytes, cut: int) -> str:
+    """What a cut at byte offset `cut` of `raw` falls between, in words a test or a table can use.
+
+    One of: "empty chunk at the start", "empty chunk at the end", "inside the BOM", "between CR and LF",
+    "inside a UTF-8 character", "at the start of a line", "inside a line".
+    """
+    if cut <= 0:
+        return "empty chunk at the start"
+    if cut >= len(raw):
+        return "empty chunk at the end"
+    if raw.startswith(_BOM_BYTES) and cut < 3:
+        return "inside the BOM"
+    if raw[cut - 1 : cut + 1] == b"\r\n":
+        return "between CR and LF"
+    if 0x80 <= raw[cut] < 0xC0:
+        return "inside a UTF-8 character"
+    if raw[cut - 1] in b"\r\n":
+        return "at the start of a line"
+    return "inside a line"
+
+
+def split_kinds(raw: bytes, cuts: Sequence[int]) -> str:
+    """`cut_kind` for every cut of a split, joined; "whole stream" for a split with no cut."""
+    return " + ".join(cut_kind(raw, c) for c in cuts) if cuts else "whole stream"
+
+
+# =====================================================================================================
+# Plots: the lab's heatmap and bar chart (matplotlib Figures, not pyplot, so nothing leaks).
+# =====================================================================================================
+
+
+def plot_share_heatmap(
+    result: HarnessResult, contenders: Sequence[str] | None = None, fixtures: Sequence[str] | None = None
+) -> Any:
+    """Heatmap, contenders x fixtures, of the share of runs (all strategies) that were correct."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    rows = list(contenders or result.contenders)
+    cols = list(fixtures or result.fixtures)
+    grid = np.array([[result.share(c, f) for f in cols] for c in rows])
+    fig = Figure(figsize=(max(6.0, 0.28 * len(cols) + 3), max(2.5, 0.32 * len(rows) + 1.8)), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_title("share of runs correct (whole, byte-at-a-time, every 2-way split, random splits)")
+    fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
+    return fig
+
+
+def plot_strategy_bars(result: HarnessResult, contenders: Sequence[str] | None = None) -> Any:
+    """Grouped bars: for each contender and split strategy, the share of runs correct, averaged over fixtures.
+
+    Each fixture weighs the same (a long fixture has many more 2-way splits than a short one), so a gap,
+    wrong under every split of its fixtures, gives bars of equal height, and a chunking bug a full `whole` bar
+    next to shorter ones.
+    """
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    rows = list(contenders or result.contenders)
+    x = np.arange(len(rows))
+    width = 0.8 / len(result.strategies)
+    fig = Figure(figsize=(max(6.0, 0.6 * len(rows) + 2), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for k, strategy in enumerate(result.strategies):
+        shares = [float(np.mean([result.cell(c, f, strategy).share for f in result.fixtures])) for c in rows]
+        ax.bar(x + (k - (len(result.strategies) - 1) / 2) * width, shares, width, label=strategy)
+    ax.set_xticks(x, rows, rotation=45, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("share of runs correct\n(mean over fixtures)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title("the same parsers, four ways of cutting the same bytes")
+    return fig
+
+
+# =====================================================================================================
+# Split explorer (lab 02): choose a fixture, slide one cut, see both chunks and every parser's events.
+# =====================================================================================================
+
+
+def split_explorer_text(fixture: Fixture, contenders: Sequence[Contender], cut: int, context: int = 16) -> str:
+    """The explorer's checkable twin: the bytes either side of one cut and what each contender returns."""
+    cut = max(0, min(cut, len(fixture.raw)))
+    lines = [
+        f"{fixture.name}: {len(fixture.raw)} bytes, cut at byte {cut} ({cut_kind(fixture.raw, cut)})",
+        show_split(fixture.raw, [cut], context),
+        f"expected: {[(e.event, e.data, e.last_event_id) for e in fixture.expected.events]!r}",
+    ]
+    width = max((len(c.name) for c in contenders), default=0)
+    for contender in contenders:
+        trial = check(contender, fixture, [cut])
+        if trial.ok:
+            lines.append(f"{contender.name:<{width}}  right")
+        else:  # the problem says what differed (events, retry, id, truncated) or what was raised
+            lines.append(f"{contender.name:<{width}}  WRONG: {trial.problem}")
+    return "\n".join(lines)
+
+
+def split_explorer(fixtures: Sequence[Fixture], contenders: Sequence[Contender], fixture: str | None = None) -> Any:
+    """ipywidgets explorer: pick a fixture and parsers, slide the cut offset, read `split_explorer_text`.
+
+    Returns an `ipywidgets.VBox`; show it as the last expression of a cell marked `# NBVAL_IGNORE_OUTPUT`.
+    """
+    import ipywidgets as w
+
+    by_name = {f.name: f for f in fixtures}
+    names = sorted(by_name)
+    pick = w.Dropdown(options=names, value=fixture if fixture in by_name else names[0], description="fixture")
+    who = w.SelectMultiple(
+        options=[c.name for c in contenders],
+        value=tuple(c.name for c in contenders),
+        rows=min(8, len(contenders)),
+        description="parsers",
+    )
+    cut = w.IntSlider(
+        value=0,
+        min=0,
+        max=len(by_name[pick.value].raw),
+        description="cut at byte",
+        continuous_update=True,
+        layout=w.Layout(width="40em"),
+    )
+    out = w.HTML()
+
+    def redraw(_change: object = None) -> None:
+        chosen = [c for c in contenders if c.name in who.value]
+        text = split_explorer_text(by_name[pick.value], chosen, cut.value)
+        out.value = "<pre>" + html.escape(text) + "</pre>"
+
+    def new_fixture(_change: object = None) -> None:
+        cut.max = len(by_name[pick.value].raw)
+        cut.value = min(cut.value, cut.max)
+        redraw()
+
+    pick.observe(new_fixture, names="value")
+    who.observe(redraw, names="value")
+    cut.observe(redraw, names="value")
+    redraw()
+    return w.VBox([pick, who, cut, out])

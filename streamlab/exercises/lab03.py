@@ -1,0 +1,140 @@
+"""Checks for lab 03 (two dialects: rebuild the answer from deltas, and say how the stream ended).
+
+* 03.1 `collect_tool_calls(chunks)`: a tool-call accumulator. It gets the decoded Chat Completions chunks
+  of one stream (dicts, `[DONE]` already left out) and returns `{tool index: {"id", "name", "arguments"}}`
+  for choice 0, every string concatenated from its fragments.
+* 03.2 `classify(datas, cancelled)`: the outcome of a Chat Completions stream. It gets the `data` string
+  of every event in order (the literal `[DONE]` included, if it came) and whether the caller stopped
+  reading, and returns "complete", "incomplete", "failed", "truncated" or "cancelled".
+
+The cases are built with `streamlab.shapes` and the expected answers come from what was streamed (the
+builders' inputs) or from `streamlab.accumulate`, never typed in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .. import shapes
+from ..accumulate import ChatAccumulator, StreamError
+from ..sse import parse
+from . import NotAttempted, exercise
+
+_THREE_CALLS = (
+    ("call_1", "lookup", ('{"q": ', '"caf\u00e9"}')),
+    ("call_2", "convert", ('{"from": "EUR",', ' "to": "NOK"', "}")),
+    ("call_3", "now", ("{}",)),
+)
+
+
+def _datas(frames: list[bytes]) -> list[str]:
+    """The `data` of every message event of a stream, in order (what a client's SSE parser yields)."""
+    events, _cut = parse(b"".join(frames))
+    return [e.data for e in events if e.event == "message"]
+
+
+def _chunks(frames: list[bytes]) -> list[dict[str, Any]]:
+    return [json.loads(d) for d in _datas(frames) if d != "[DONE]"]
+
+
+def _expected_calls(calls: tuple[tuple[str, str, tuple[str, ...]], ...]) -> dict[int, dict[str, str]]:
+    return {k: {"id": cid, "name": name, "arguments": "".join(p)} for k, (cid, name, p) in enumerate(calls)}
+
+
+TOOL_CASES: list[tuple[str, list[bytes], dict[int, dict[str, str]], str]] = [
+    ("two calls, fragments interleaved", shapes.chat_tool_call_stream(),
+     _expected_calls(shapes.DEFAULT_TOOL_CALLS),
+     "key each fragment by its 'index' field, not by the order fragments arrive in"),
+    ("two calls, one after the other", shapes.chat_tool_call_stream(interleave=False),
+     _expected_calls(shapes.DEFAULT_TOOL_CALLS), "concatenate every 'arguments' fragment of a call"),
+    ("id and name split across fragments, id late", shapes.chat_tool_call_stream(split_header=True),
+     _expected_calls(shapes.DEFAULT_TOOL_CALLS),
+     "'id' and 'function.name' may be missing from the first fragment and arrive in pieces: concatenate them too"),
+    ("three calls", shapes.chat_tool_call_stream(_THREE_CALLS), _expected_calls(_THREE_CALLS),
+     "handle any number of calls"),
+    ("a plain text answer (no tool calls)", shapes.chat_text_stream(["Hi"]), {},
+     "a stream without tool_calls gives an empty dict (and 'tool_calls' may be absent or null in a delta)"),
+]
+
+
+@exercise("03.1", "collect_tool_calls")
+def check_tool_calls(fn: Any) -> None:
+    if fn is Ellipsis:
+        raise NotAttempted
+    if not callable(fn):
+        raise AssertionError("collect_tool_calls should be a function taking a list of chunk dicts")
+    for label, frames, want, hint in TOOL_CASES:
+        got = fn(_chunks(frames))
+        if not isinstance(got, dict):
+            raise AssertionError(f"{label}: return a dict {{tool index: call}}, got {type(got).__name__}")
+        if sorted(got) != sorted(want):
+            raise AssertionError(f"{label}: expected tool indexes {sorted(want)}, got {sorted(got)!r}; {hint}")
+        for k in sorted(want):
+            call = got[k]
+            if not isinstance(call, dict):
+                raise AssertionError(f"{label}: call {k} should be a dict with id, name, arguments")
+            for field in ("id", "name", "arguments"):
+                if call.get(field) != want[k][field]:
+                    raise AssertionError(
+                        f"{label}: call {k} {field} is {call.get(field)!r}, expected {want[k][field]!r}; {hint}"
+                    )
+
+
+def _cut(frames: list[bytes], n: int) -> list[bytes]:
+    return frames[:n]
+
+
+def _no_finish(frames: list[bytes]) -> list[bytes]:
+    return frames[:-2] + frames[-1:]  # [DONE] kept, the finish chunk dropped (usage not requested)
+
+
+_TEXT = ["Hel", "lo"]
+
+OUTCOME_CASES: list[tuple[str, list[bytes], bool]] = [
+    ("a normal answer", shapes.chat_text_stream(_TEXT), False),
+    ("a normal answer without usage", shapes.chat_text_stream(_TEXT, include_usage=False), False),
+    ("tool calls", shapes.chat_tool_call_stream(), False),
+    ("the token limit was reached", shapes.chat_text_stream(_TEXT, finish_reason="length"), False),
+    ("the content filter stopped it", shapes.chat_text_stream(_TEXT, finish_reason="content_filter"), False),
+    ("[DONE] but no finish_reason", _no_finish(shapes.chat_text_stream(_TEXT, include_usage=False)), False),
+    ("an error frame after some text", shapes.chat_error_stream(_TEXT), False),
+    ("an error frame, then [DONE]", shapes.chat_error_stream(_TEXT, then_done=True), False),
+    ("the connection dropped after two chunks", _cut(shapes.chat_text_stream(_TEXT), 2), False),
+    ("finished, but the usage chunk and [DONE] never came", _cut(shapes.chat_text_stream(_TEXT), 4), False),
+    ("the caller stopped reading after two chunks", _cut(shapes.chat_text_stream(_TEXT), 2), True),
+    ("the caller stopped reading, but only after [DONE]", shapes.chat_text_stream(_TEXT), True),
+    ("n=2, choice 1 hit the token limit", shapes.chat_multi_choice_stream([["a"], ["b"]],
+                                                                         finish_reasons=["stop", "length"]), False),
+]
+
+
+def expected_outcome(frames: list[bytes], cancelled: bool) -> str:
+    """The reference answer for 03.2, from streamlab's own ChatAccumulator."""
+    acc = ChatAccumulator()
+    events, _cut = parse(b"".join(frames))
+    try:
+        for ev in events:
+            acc.feed(ev)
+    except StreamError:
+        pass
+    if cancelled:
+        acc.cancel()
+    return str(acc.outcome())
+
+
+@exercise("03.2", "classify")
+def check_classify(fn: Callable[[list[str], bool], Any] | Any) -> None:
+    if fn is Ellipsis:
+        raise NotAttempted
+    if not callable(fn):
+        raise AssertionError("classify should be a function (datas, cancelled) -> outcome string")
+    wrong = []
+    for label, frames, cancelled in OUTCOME_CASES:
+        want = expected_outcome(frames, cancelled)
+        got = fn(_datas(frames), cancelled)
+        if str(got) != want:
+            wrong.append(f"{label}: {want}, not {got!r}")
+    if wrong:
+        raise AssertionError(f"{len(wrong)} of {len(OUTCOME_CASES)} wrong; first: " + "; ".join(wrong[:2]))

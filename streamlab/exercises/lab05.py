@@ -1,0 +1,160 @@
+"""Checks for lab 05 (cancel, retry, truncation and resume).
+
+* 05.1 `retry_or_not`: Practice 4, "Retry or not?". For each of five situations, the right move:
+  "retry" (an automatic retry is safe), "restart" (discard the partial output, then start again on
+  purpose), "resume" (reconnect with a cursor; nothing is lost or repeated) or "report" (no retry:
+  record the outcome and keep the partial output, marked).
+* 05.2 `should_retry(status, events_delivered)`: the retry rule as a function.
+* 05.3 `resume_cursor(payloads)`: the `starting_after` value after the events handled so far.
+
+The checkers compare with `streamlab.retry.RetryPolicy` and `streamlab.resume.SequenceCursor`, the same
+code the lab runs against the stand-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..resume import CursorError, SequenceCursor
+from ..retry import AttemptResult, RetryPolicy
+from . import NotAttempted, exercise
+
+ACTIONS = ("retry", "restart", "resume", "report")
+
+SITUATIONS = {
+    "a": "HTTP 429 before any event",
+    "b": "the connection is reset after 40 text deltas (an ordinary, foreground stream)",
+    "c": "a background response stream drops after sequence_number 118",
+    "d": 'the stream ends with finish_reason: "length"',
+    "e": "a response.failed event arrives",
+}
+
+EXPECTED = {"a": "retry", "b": "restart", "c": "resume", "d": "report", "e": "report"}
+
+WHY = {
+    ("a", "restart"): "(a) nothing was shown yet, so there is nothing to discard: it is a plain, safe retry",
+    ("a", "resume"): "(a) there is no stream to resume: the 429 came before any event",
+    ("a", "report"): "(a) a 429 before any event is the textbook safe retry (after the server's Retry-After)",
+    ("b", "retry"): "(b) 40 deltas already reached the user: an automatic retry glues a new answer onto the old one",
+    ("b", "resume"): "(b) an ordinary stream has no cursor to resume from: only background responses do",
+    ("b", "report"): "(b) the answer is truncated, not finished: the user still needs a whole answer",
+    ("c", "retry"): "(c) a new request starts a new answer; the old one is still being generated",
+    ("c", "restart"): "(c) a background response can be resumed: nothing needs to be thrown away",
+    ("c", "report"): "(c) the response is still there on the server: pick it up where you left off",
+    ("d", "retry"): "(d) the same request hits the same token limit again; the stream itself did not fail",
+    ("d", "restart"): "(d) the output is real and complete up to the limit; restarting gives the same cut",
+    ("d", "resume"): "(d) nothing was lost in transit: the server ended the answer on purpose",
+    ("e", "retry"): "(e) the server reported a failure inside a 200 stream; events already reached the caller",
+    ("e", "restart"): "(e) the failure is the server's verdict: surface it rather than silently starting over",
+    ("e", "resume"): "(e) the response is over (failed); there is nothing left to resume",
+}
+
+
+@exercise("05.1", "retry_or_not")
+def check_retry_or_not(answer: Any) -> None:
+    if answer is Ellipsis:
+        raise NotAttempted
+    if not isinstance(answer, dict):
+        raise AssertionError(f"retry_or_not should be a dict like {{'a': 'retry', ...}}, got {type(answer).__name__}")
+    if all(v is Ellipsis for v in answer.values()):
+        raise NotAttempted
+    keys = sorted(answer)
+    if keys != sorted(EXPECTED):
+        raise AssertionError(f"give one answer for each of {sorted(EXPECTED)}; you gave {keys}")
+    for key in sorted(EXPECTED):
+        value = answer[key]
+        if value is Ellipsis:
+            raise AssertionError(f"({key}) is still `...`")
+        if value not in ACTIONS:
+            raise AssertionError(f"({key}) should be one of {ACTIONS}, got {value!r}")
+    wrong = [WHY[(k, answer[k])] for k in sorted(EXPECTED) if answer[k] != EXPECTED[k]]
+    if wrong:
+        raise AssertionError(f"{len(wrong)} of 5 not right yet. First: {wrong[0]}")
+
+
+def _callable(answer: Any, name: str) -> Callable[..., Any]:
+    if answer is Ellipsis:
+        raise NotAttempted
+    if not callable(answer):
+        raise AssertionError(f"{name} should be a function, got {type(answer).__name__}")
+    return answer
+
+
+@exercise("05.2", "should_retry")
+def check_should_retry(answer: Any) -> None:
+    fn = _callable(answer, "should_retry")
+    policy = RetryPolicy(max_attempts=100, seed=0)
+    cases = [(s, 0) for s in (None, 400, 401, 403, 404, 408, 409, 422, 429, 500, 502, 503, 504)]
+    cases += [(None, 1), (None, 40), (503, 2), (429, 1)]
+    for status, delivered in cases:
+        if status is None:
+            want = policy.decide(1, AttemptResult(error="connection reset", events_delivered=delivered)).retry
+        else:
+            want = policy.decide(1, AttemptResult(status=status, events_delivered=delivered)).retry
+        got = fn(status, delivered)
+        if not isinstance(got, bool):
+            raise AssertionError(f"should_retry({status!r}, {delivered}) should return True or False, got {got!r}")
+        if got != want:
+            what = "a connection error" if status is None else f"HTTP {status}"
+            after = f" after {delivered} event(s) reached the caller" if delivered else " before any event"
+            raise AssertionError(f"{what}{after}: should_retry returned {got}, but the rule says {want}")
+
+
+def _payload(seq: int | None, kind: str = "response.output_text.delta") -> dict[str, Any]:
+    return {"type": kind} if seq is None else {"type": kind, "sequence_number": seq}
+
+
+@exercise("05.3", "resume_cursor")
+def check_resume_cursor(answer: Any) -> None:
+    fn = _callable(answer, "resume_cursor")
+    cases: list[tuple[str, list[dict[str, Any]]]] = [
+        ("nothing handled yet", []),
+        ("events 0..5", [_payload(n) for n in range(6)]),
+        ("events 0..3 then a keep-alive", [_payload(n) for n in range(4)] + [_payload(None, "keepalive")]),
+        ("keep-alives in between",
+         [_payload(0), _payload(None, "keepalive"), _payload(1), _payload(None, "keepalive")]),
+        ("a replayed event", [_payload(0), _payload(1), _payload(1)]),
+        ("a skipped event", [_payload(0), _payload(2)]),
+    ]
+    for label, payloads in cases:
+        cursor = SequenceCursor()
+        try:
+            for p in payloads:
+                cursor.admit(p)
+            want: Any = cursor.value
+        except CursorError:
+            want = ValueError
+        try:
+            got = fn([dict(p) for p in payloads])
+        except (NotImplementedError, NotAttempted):
+            raise
+        except ValueError:
+            got = ValueError
+        if got != want:
+            shown = "raise ValueError" if want is ValueError else f"return {want!r}"
+            gave = "raised ValueError" if got is ValueError else f"returned {got!r}"
+            raise AssertionError(f"{label}: resume_cursor should {shown}, but it {gave}")
+
+
+# The solutions shown in the notebook (kept here too so the library can use and test them).
+
+def solution_should_retry(status: int | None, events_delivered: int) -> bool:
+    """Retry only before any event reached the caller, and only for a connection error, 408, 409, 429, 5xx."""
+    if events_delivered:
+        return False
+    return status is None or status in (408, 409, 429) or 500 <= status <= 599
+
+
+def solution_resume_cursor(payloads: list[dict[str, Any]]) -> int | None:
+    """The last handled sequence_number; keep-alives do not count; a replay or a skip raises ValueError."""
+    cursor: int | None = None
+    for p in payloads:
+        seq = p.get("sequence_number")
+        if p.get("type") == "keepalive" or not isinstance(seq, int):
+            continue
+        expected = 0 if cursor is None else cursor + 1
+        if seq != expected:
+            raise ValueError(f"sequence_number {seq} where {expected} was expected")
+        cursor = seq
+    return cursor

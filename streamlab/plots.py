@@ -1,0 +1,134 @@
+"""The two figures of lab 04, drawn with matplotlib.
+
+1. `plot_visible_chars`: visible characters against time for several clients on one axis, each client's
+   TTFT marked with a dot and its end of response with a bar; optionally the schedule the server followed.
+   The streaming curve climbs from the TTFT on; buffered and non-streaming curves stay flat at zero and
+   jump at the end, although the same bytes arrived at the same times.
+2. `plot_blank_share`: the share of the wait spent on a blank screen against answer length, with and
+   without streaming, from the ILLUSTRATIVE arithmetic in `streamlab.timing` (labelled as such).
+
+Both take an optional `ax` so they can be combined, and return the Figure. Artists carry a `gid`
+("chars:LABEL", "ttft:LABEL", "total:LABEL", "schedule:ttft", "schedule:total", "blank:streaming",
+"blank:buffered") so tests and learners can find them without relying on draw order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .timing import Schedule, Timing, illustrative_blank_share
+
+__all__ = ["plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS"]
+
+DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+"""Answer lengths (tokens) on the blank-share figure's x axis."""
+
+_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+
+
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    """Use `ax` if given, else a new Figure (not pyplot's: nothing leaks into a global figure list)."""
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def step_xy(timing: Timing) -> tuple[list[float], list[int]]:
+    """The staircase of one Timing: from (0, 0) through every point, held flat until `total`."""
+    xs, ys = [0.0], [0]
+    for t, c in timing.points:
+        xs += [t, t]
+        ys += [ys[-1], c]
+    xs.append(max(timing.total, xs[-1]))
+    ys.append(ys[-1])
+    return xs, ys
+
+
+def plot_visible_chars(
+    timings: Sequence[Timing] | Mapping[str, Timing],
+    *,
+    schedule: Schedule | None = None,
+    ax: Axes | None = None,
+    title: str = "What the user sees: visible characters over time",
+    figsize: tuple[float, float] = (8.0, 4.5),
+) -> Figure:
+    """Cumulative visible characters against time, one staircase per client, TTFT and total marked.
+
+    `timings` is a sequence of `Timing` (or a mapping whose values are) drawn in the order given. With a
+    `schedule`, its TTFT and last-token time are drawn as vertical lines for reference.
+    """
+    items = list(timings.values()) if isinstance(timings, Mapping) else list(timings)
+    if not items:
+        raise ValueError("plot_visible_chars needs at least one Timing")
+    fig, ax = _axes(ax, figsize)
+    for i, tm in enumerate(items):
+        colour = _COLOURS[i % len(_COLOURS)]
+        xs, ys = step_xy(tm)
+        (line,) = ax.plot(xs, ys, color=colour, lw=2, label=tm.label, zorder=3 + i)
+        line.set_gid(f"chars:{tm.label}")
+        if tm.ttft is not None:
+            (dot,) = ax.plot([tm.ttft], [tm.points[0][1]], "o", color=colour, ms=7, zorder=11, label="_nolegend_")
+            dot.set_gid(f"ttft:{tm.label}")
+        (end,) = ax.plot([tm.total], [tm.chars], "s", color=colour, mfc="none", ms=12, mew=2, zorder=10,
+                         label="_nolegend_")
+        end.set_gid(f"total:{tm.label}")
+    # legend entries for the two markers, in grey: they apply to every client
+    ax.plot([], [], "o", color="grey", ms=7, label="TTFT (first visible text)")
+    ax.plot([], [], "s", color="grey", mfc="none", ms=10, mew=2, label="end of response (total)")
+    if schedule is not None:
+        vl = ax.axvline(schedule.ttft, color="grey", ls=":", lw=1.2, label=f"scheduled TTFT {schedule.ttft:.2f} s")
+        vl.set_gid("schedule:ttft")
+        vl = ax.axvline(schedule.total, color="grey", ls="--", lw=1.2,
+                        label=f"scheduled last token {schedule.total:.2f} s")
+        vl.set_gid("schedule:total")
+    ax.set_xlabel("seconds since the request was sent")
+    ax.set_ylabel("visible characters")
+    ax.set_title(title)
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, max(1, max(tm.chars for tm in items)) * 1.1)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    return fig
+
+
+def plot_blank_share(
+    ttft: float,
+    gap: float,
+    lengths: Iterable[int] = DEFAULT_LENGTHS,
+    *,
+    ax: Axes | None = None,
+    figsize: tuple[float, float] = (8.0, 4.0),
+    annotate: Iterable[int] = (50, 500, 5000),
+) -> Figure:
+    """ILLUSTRATIVE: percent of the wait spent on a blank screen against answer length (log x axis).
+
+    Without streaming the screen is blank for the whole wait (100% at every length); with streaming only
+    for the TTFT, a share that shrinks as the answer grows. Lengths in `annotate` get their value written.
+    """
+    ns = sorted(set(int(n) for n in lengths))
+    if not ns:
+        raise ValueError("plot_blank_share needs at least one answer length")
+    fig, ax = _axes(ax, figsize)
+    streaming = np.array([100 * illustrative_blank_share(ttft, gap, n) for n in ns])
+    buffered = np.array([100 * illustrative_blank_share(ttft, gap, n, streaming=False) for n in ns])
+    (b,) = ax.plot(ns, buffered, "s--", color="tab:orange", label="without streaming (whole wait)")
+    b.set_gid("blank:buffered")
+    (s,) = ax.plot(ns, streaming, "o-", color="tab:blue", label="streaming (TTFT / total)")
+    s.set_gid("blank:streaming")
+    for n in annotate:
+        if n in ns:
+            y = streaming[ns.index(n)]
+            ax.annotate(f"{y:.1f}%", (n, y), textcoords="offset points", xytext=(0, 9), ha="center", fontsize="small")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 110)
+    ax.set_xlabel("answer length (tokens, log scale)")
+    ax.set_ylabel("blank screen, % of the wait")
+    ax.set_title(f"ILLUSTRATIVE numbers: TTFT {ttft:.2f} s, one token every {gap:.3f} s")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="center right", fontsize="small")
+    return fig

@@ -1,0 +1,378 @@
+"""The httpx streaming client (sync and async) against the stand-in: events, errors, cancel, timeouts, cuts."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from streamlab import shapes
+from streamlab.client import (
+    AsyncEventStream,
+    ConnectError,
+    ConnectionBroken,
+    DeadlineExceeded,
+    EventStream,
+    HTTPStatusError,
+    IdleTimeout,
+    IncompleteEvent,
+    NotAnEventStream,
+    ReadTimeout,
+    StreamError,
+    TimedEvent,
+    aresume_response,
+    astream_chat,
+    astream_responses,
+    resume_response,
+    stream_chat,
+    stream_responses,
+)
+from streamlab.sse import parse
+from streamlab.standin import (
+    Cut,
+    End,
+    Episode,
+    KeepAlive,
+    Send,
+    Stall,
+    StandIn,
+    StoredResponse,
+    Wait,
+    error_episode,
+    paced,
+)
+
+WORDS = ["Hel", "lo ", "w\u00f6rld"]
+CHAT = shapes.chat_text_stream(WORDS, model="m")
+RESP = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], model="r")
+LONG = shapes.chat_text_stream([f"t{i:03d} " for i in range(200)], model="long")
+HALF_CHAR = CHAT[3][: CHAT[3].index(b"\xc3") + 1]  # a frame cut after the first byte of a two-byte character
+
+SCRIPT = {
+    "m": Episode(paced(CHAT, first=0.1, gap=0.01)),
+    "r": Episode([Send(f) for f in RESP]),
+    "long": Episode(paced(LONG, gap=0.005)),
+    "flaky": [error_episode(429, "slow down", type="rate_limit_exceeded", retry_after_ms=20),
+              Episode([Send(f) for f in CHAT])],
+    "text_error": error_episode(503, "ignored"),
+    "cut_mid": Episode([Send(f) for f in CHAT[:3]] + [Send(HALF_CHAR), Cut()]),
+    "cut_boundary": Episode([Send(f) for f in CHAT[:3]] + [Cut()]),
+    "end_mid": Episode([Send(f) for f in CHAT[:3]] + [Send(HALF_CHAR), End()]),
+    "stall": Episode([Send(CHAT[0]), Stall()]),
+    "pings": Episode([Send(CHAT[0])] + [Wait(0.02), KeepAlive()] * 500),
+    "ids": Episode([Send(shapes.sse_frame(f"part {i}", id=str(i))) for i in range(1, 6)]),
+}
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads():
+    before = threading.active_count()
+    yield
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() == before, [t.name for t in threading.enumerate()]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with StandIn(SCRIPT, stored={"resp_demo": StoredResponse.from_frames(RESP)}) as s:
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def fresh(server):
+    server.reset()
+
+
+def text_of(events: list[TimedEvent]) -> str:
+    out = []
+    for ev in events:
+        if ev.data == "[DONE]":
+            continue
+        for choice in ev.json()["choices"]:
+            out.append(choice["delta"].get("content") or "")
+    return "".join(out)
+
+
+# -- a complete stream -----------------------------------------------------------------------------
+
+
+def test_sync_stream_yields_timed_events_in_order(server):
+    with stream_chat(server.base_url, {"model": "m", "messages": []}) as stream:
+        events = list(stream)
+    assert stream.end_reason == "complete" and not stream.mid_event and stream.error is None
+    assert [e.event for e in events] == parse(b"".join(CHAT))[0]
+    assert text_of(events) == "Hello w\u00f6rld"
+    assert stream.raw == b"".join(CHAT) and stream.bytes_received == len(stream.raw)
+    assert stream.status == 200 and stream.headers["content-type"].startswith("text/event-stream")
+    assert events[0].elapsed >= 0.1  # not before the scheduled first wait
+    assert all(a.at <= b.at for a, b in zip(events, events[1:]))
+    assert all(e.at - stream.started_at == pytest.approx(e.elapsed) for e in events)
+    assert stream.first_byte_at is not None and stream.first_byte_at <= events[0].at
+    assert sum(n for _, n in stream.chunks) == len(stream.raw)
+    assert events[0].type == "message" and events[-1].data == "[DONE]"
+    assert stream.events == events
+    server.wait_idle()
+    assert server.records()[0].json == {"model": "m", "messages": [], "stream": True}
+
+
+def test_async_stream_yields_the_same_events(server):
+    async def run() -> AsyncEventStream:
+        async with astream_chat(server.base_url, {"model": "m"}) as stream:
+            async for _ in stream:
+                pass
+        return stream
+
+    stream = asyncio.run(run())
+    assert stream.end_reason == "complete"
+    assert text_of(stream.events) == "Hello w\u00f6rld" and stream.raw == b"".join(CHAT)
+    assert stream.events[0].elapsed >= 0.1
+
+
+def test_responses_dialect_and_read_all(server):
+    stream = stream_responses(server.base_url, {"model": "r", "input": "hi"})
+    with stream:
+        events = stream.read_all()
+    types = [e.type for e in events]
+    assert types[0] == "response.created" and types[-1] == "response.completed"
+    assert [e.json()["sequence_number"] for e in events] == list(range(len(RESP)))
+
+
+def test_iterating_without_with_opens_and_releases(server):
+    stream = stream_chat(server.base_url, {"model": "m"})
+    assert stream.status is None and not stream.ended
+    assert len(list(stream)) == len(CHAT)
+    assert stream.end_reason == "complete"
+    with pytest.raises(RuntimeError, match="only once"):
+        list(stream)
+
+
+def test_a_shared_httpx_client_is_left_open(server):
+    with httpx.Client() as shared:
+        for _ in range(2):
+            with stream_chat(server.base_url, {"model": "m"}, client=shared) as stream:
+                assert len(list(stream)) == len(CHAT)
+        assert not shared.is_closed
+        assert shared.post(server.url("chat/completions"), json={"model": "m"}).status_code == 200
+
+
+# -- HTTP errors -----------------------------------------------------------------------------------
+
+
+def test_http_error_carries_status_headers_and_parsed_body(server):
+    with pytest.raises(HTTPStatusError) as info:
+        with stream_chat(server.base_url, {"model": "flaky"}):
+            pass
+    err = info.value
+    assert err.status == 429 and err.headers["retry-after-ms"] == "20"
+    assert err.error == {"message": "slow down", "type": "rate_limit_exceeded", "param": None, "code": None}
+    assert err.body == {"error": err.error} and "slow down" in str(err)
+    assert err.end_reason == "http_error"
+    with stream_chat(server.base_url, {"model": "flaky"}) as stream:  # the second episode streams
+        assert text_of(list(stream)) == "Hello w\u00f6rld"
+
+
+def test_http_error_for_unknown_model_and_async(server):
+    async def run() -> None:
+        async with astream_chat(server.base_url, {"model": "nope"}):
+            pass
+
+    with pytest.raises(HTTPStatusError) as info:
+        asyncio.run(run())
+    assert info.value.status == 404 and info.value.error["code"] == "model_not_found"
+
+
+def test_a_json_body_where_a_stream_was_expected(server):
+    stream = EventStream(server.url("chat/completions"), {"model": "m"})  # no "stream": true
+    with pytest.raises(NotAnEventStream) as info:
+        stream.open()
+    assert info.value.status == 200 and info.value.body["object"] == "chat.completion"
+    assert stream.end_reason == "not_event_stream"
+    assert isinstance(info.value, HTTPStatusError)
+
+
+def test_connect_error_when_nothing_listens():
+    with socket.socket() as sock:  # find a port that is free, then leave it closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    stream = stream_chat(f"http://127.0.0.1:{port}/v1", {"model": "m"})
+    with pytest.raises(ConnectError) as info:
+        stream.open()
+    assert stream.end_reason == "connect_error" and info.value.events_received == 0
+
+
+# -- cancel ----------------------------------------------------------------------------------------
+
+
+def test_cancel_closes_the_connection_and_the_server_sees_it(server):
+    with stream_chat(server.base_url, {"model": "long"}) as stream:
+        for i, _ in enumerate(stream):
+            if i == 5:
+                break
+    assert stream.end_reason == "cancelled" and len(stream.events) >= 6
+    assert server.wait_until(lambda rs: rs and rs[0].finished)
+    (rec,) = server.records()
+    assert rec.client_gone and rec.outcome == "client_gone"
+    assert rec.frames_written < len(LONG)
+
+
+def test_async_cancel(server):
+    async def run() -> AsyncEventStream:
+        async with astream_chat(server.base_url, {"model": "long"}) as stream:
+            async for ev in stream:
+                if ev.data.count("t00"):
+                    break
+        return stream
+
+    stream = asyncio.run(run())
+    assert stream.end_reason == "cancelled"
+    assert server.wait_until(lambda rs: rs and rs[0].finished)
+    assert server.records()[0].client_gone
+
+
+def test_close_before_iterating_yields_nothing(server):
+    stream = stream_chat(server.base_url, {"model": "m"}).open()
+    stream.close()
+    assert list(stream) == [] and stream.end_reason == "cancelled"
+
+
+# -- broken streams --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("model", "mid_event"), [("cut_mid", True), ("cut_boundary", False)])
+def test_a_cut_connection_is_reported_with_what_arrived(server, model, mid_event):
+    got: list[TimedEvent] = []
+    with pytest.raises(ConnectionBroken) as info, stream_chat(server.base_url, {"model": model}) as stream:
+        for ev in stream:
+            got.append(ev)
+    assert stream.end_reason == "broken" and stream.mid_event is mid_event
+    assert info.value.mid_event is mid_event and info.value.events_received == 3
+    assert text_of(got) == "Hello "  # the text so far is intact
+    assert stream.raw.endswith(HALF_CHAR if mid_event else CHAT[2])
+
+
+def test_async_cut(server):
+    async def run() -> AsyncEventStream:
+        async with astream_chat(server.base_url, {"model": "cut_mid"}) as stream:
+            async for _ in stream:
+                pass
+        return stream
+
+    with pytest.raises(ConnectionBroken) as info:
+        asyncio.run(run())
+    assert info.value.mid_event and info.value.events_received == 3
+
+
+def test_a_clean_end_inside_an_event_is_an_incomplete_event(server):
+    with pytest.raises(IncompleteEvent) as info, stream_chat(server.base_url, {"model": "end_mid"}) as stream:
+        for _ in stream:
+            pass
+    assert stream.end_reason == "incomplete_event" and stream.mid_event
+    assert info.value.events_received == 3
+
+
+# -- timeouts --------------------------------------------------------------------------------------
+
+
+def test_read_timeout_between_bytes(server):
+    with pytest.raises(ReadTimeout) as info, \
+            stream_chat(server.base_url, {"model": "stall"}, read_timeout=0.2) as stream:
+        for _ in stream:
+            pass
+    assert stream.end_reason == "read_timeout" and info.value.events_received == 1
+    assert info.value.elapsed >= 0.2
+
+
+def test_deadline_is_distinct_from_the_read_timeout(server):
+    t0 = time.perf_counter()
+    with pytest.raises(DeadlineExceeded) as info, \
+            stream_chat(server.base_url, {"model": "stall"}, read_timeout=30, deadline=0.3) as stream:
+        for _ in stream:
+            pass
+    assert stream.end_reason == "deadline" and not isinstance(info.value, ReadTimeout)
+    assert 0.3 <= time.perf_counter() - t0 < 10  # well before the 30 s read timeout
+
+
+def test_deadline_while_bytes_keep_coming(server):
+    with pytest.raises(DeadlineExceeded), \
+            stream_chat(server.base_url, {"model": "pings"}, read_timeout=5, deadline=0.3) as stream:
+        for _ in stream:
+            pass
+    assert stream.bytes_received > len(CHAT[0])  # keep-alives did arrive; the deadline still applies
+
+
+def test_idle_timeout_when_only_keepalives_arrive(server):
+    with pytest.raises(IdleTimeout) as info, \
+            stream_chat(server.base_url, {"model": "pings"}, read_timeout=5, idle_timeout=0.2) as stream:
+        for _ in stream:
+            pass
+    assert stream.end_reason == "idle_timeout" and info.value.events_received == 1
+    assert server.wait_until(lambda rs: rs and rs[0].finished)
+    assert server.records()[0].client_gone
+
+
+def test_async_timeouts(server):
+    async def run(model: str, **kw) -> None:
+        async with astream_chat(server.base_url, {"model": model}, **kw) as stream:
+            async for _ in stream:
+                pass
+
+    with pytest.raises(ReadTimeout):
+        asyncio.run(run("stall", read_timeout=0.2))
+    with pytest.raises(DeadlineExceeded):
+        asyncio.run(run("stall", read_timeout=30, deadline=0.3))
+    with pytest.raises(IdleTimeout):
+        asyncio.run(run("pings", idle_timeout=0.2))
+
+
+def test_timeouts_must_be_positive():
+    with pytest.raises(ValueError, match="read_timeout"):
+        EventStream("http://127.0.0.1:1/v1/chat/completions", {}, read_timeout=0)
+
+
+def test_every_failure_is_a_stream_error():
+    for cls in (HTTPStatusError, ConnectError, ConnectionBroken, ReadTimeout, IdleTimeout, DeadlineExceeded,
+                IncompleteEvent, NotAnEventStream):
+        assert issubclass(cls, StreamError)
+
+
+# -- resuming --------------------------------------------------------------------------------------
+
+
+def test_resume_a_stored_response(server):
+    with resume_response(server.base_url, "resp_demo", starting_after=5) as stream:
+        seqs = [e.json()["sequence_number"] for e in stream]
+    assert seqs == list(range(6, len(RESP)))
+    with resume_response(server.base_url, "resp_demo") as stream:
+        assert len(list(stream)) == len(RESP)
+
+    async def run() -> list[int]:
+        async with aresume_response(server.base_url, "resp_demo", starting_after=0) as s:
+            return [e.json()["sequence_number"] async for e in s]
+
+    assert asyncio.run(run()) == list(range(1, len(RESP)))
+
+
+def test_last_event_id_reconnect(server):
+    with stream_chat(server.base_url, {"model": "ids"}) as first:
+        for ev in first:
+            if ev.data == "part 2":
+                break
+    assert first.last_event_id == "2"
+    with stream_chat(server.base_url, {"model": "ids"}, last_event_id=first.last_event_id) as second:
+        assert [e.data for e in second] == ["part 3", "part 4", "part 5"]
+    server.wait_idle()
+    assert server.records()[-1].headers["last-event-id"] == "2"
+
+
+def test_async_stream_responses(server):
+    async def run() -> list[str]:
+        async with astream_responses(server.base_url, {"model": "r"}) as s:
+            return [e.type async for e in s]
+
+    assert asyncio.run(run())[-1] == "response.completed"

@@ -1,0 +1,113 @@
+"""The lab 04 figures: they draw, and what they draw is the data they were given (Agg backend, no display)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from streamlab.plots import DEFAULT_LENGTHS, plot_blank_share, plot_visible_chars, step_xy  # noqa: E402
+from streamlab.timing import Schedule, Timing, illustrative_blank_share, illustrative_timing  # noqa: E402
+from streamlab.widgets import ttft_explorer, ttft_explorer_text, ttft_figure  # noqa: E402
+
+
+def _by_gid(fig: Figure) -> dict[str, object]:
+    found = {}
+    for ax in fig.axes:
+        for artist in list(ax.lines) + list(ax.collections):
+            gid = artist.get_gid()
+            if gid:
+                assert gid not in found, f"two artists share gid {gid!r}"
+                found[gid] = artist
+    return found
+
+
+STREAMING = Timing("streaming", ((0.3, 3), (0.34, 5), (0.38, 9)), 0.4)
+BUFFERED = Timing("buffered", ((0.41, 9),), 0.41)
+
+
+def test_step_xy_is_a_staircase_from_zero_to_total() -> None:
+    xs, ys = step_xy(STREAMING)
+    assert (xs[0], ys[0]) == (0.0, 0)
+    assert xs == sorted(xs)
+    assert xs[-1] == pytest.approx(STREAMING.total)
+    assert ys[-1] == STREAMING.chars
+    # every vertical step happens exactly at a point's time, and only there
+    rises = [(xs[i], ys[i]) for i in range(1, len(xs)) if ys[i] != ys[i - 1]]
+    assert rises == list(STREAMING.points)
+
+
+def test_visible_chars_figure_draws_each_client_with_ttft_and_total() -> None:
+    sched = Schedule(0.3, 0.04, ("abc", "de", "fghi"))
+    fig = plot_visible_chars([STREAMING, BUFFERED], schedule=sched)
+    assert isinstance(fig, Figure) and len(fig.axes) == 1
+    arts = _by_gid(fig)
+    for tm in (STREAMING, BUFFERED):
+        xs, ys = arts[f"chars:{tm.label}"].get_data()
+        assert (list(xs), list(ys)) == step_xy(tm)
+        assert list(arts[f"ttft:{tm.label}"].get_xdata()) == [tm.ttft]
+        assert list(arts[f"ttft:{tm.label}"].get_ydata()) == [tm.points[0][1]]
+        assert list(arts[f"total:{tm.label}"].get_xdata()) == [tm.total]
+    assert list(arts["schedule:ttft"].get_xdata()) == [0.3, 0.3]
+    assert list(arts["schedule:total"].get_xdata()) == [pytest.approx(0.38)] * 2
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "streaming" in legend and "buffered" in legend and "scheduled TTFT 0.30 s" in legend
+    fig.canvas.draw()  # renders without error on Agg
+
+
+def test_visible_chars_accepts_a_mapping_and_an_existing_axes() -> None:
+    fig = Figure()
+    ax = fig.add_subplot()
+    out = plot_visible_chars({"a": STREAMING}, ax=ax)
+    assert out is fig and "chars:streaming" in _by_gid(fig)
+    with pytest.raises(ValueError, match="at least one"):
+        plot_visible_chars([])
+
+
+def test_client_that_saw_nothing_has_no_ttft_marker() -> None:
+    fig = plot_visible_chars([Timing("cut before any text", (), 0.2)])
+    arts = _by_gid(fig)
+    assert "ttft:cut before any text" not in arts and "total:cut before any text" in arts
+
+
+def test_blank_share_figure_plots_the_illustrative_arithmetic() -> None:
+    fig = plot_blank_share(0.4, 0.02)
+    ax = fig.axes[0]
+    assert "ILLUSTRATIVE" in ax.get_title()
+    assert ax.get_xscale() == "log"
+    arts = _by_gid(fig)
+    xs, ys = arts["blank:streaming"].get_data()
+    assert list(xs) == list(DEFAULT_LENGTHS)
+    assert list(ys) == pytest.approx([100 * illustrative_blank_share(0.4, 0.02, n) for n in DEFAULT_LENGTHS])
+    assert list(arts["blank:buffered"].get_ydata()) == [100.0] * len(DEFAULT_LENGTHS)
+    # the streaming share falls as answers grow, and only a one-token answer is all blank
+    assert all(a > b for a, b in zip(ys, ys[1:]))
+    notes = sorted(t.get_text() for t in ax.texts)
+    assert notes == sorted(f"{100 * illustrative_blank_share(0.4, 0.02, n):.1f}%" for n in (50, 500, 5000))
+
+
+def test_explorer_twin_text_and_figure_agree_with_the_arithmetic() -> None:
+    text = ttft_explorer_text(0.5, 1 / 30, 600)
+    assert text.startswith("ILLUSTRATIVE")
+    assert "total 20.47 s" in text and "0.50 s (2.4% of the wait)" in text
+    fig = ttft_figure(0.5, 1 / 30, 600)
+    assert len(fig.axes) == 2
+    arts = _by_gid(fig)
+    stream = illustrative_timing(0.5, 1 / 30, 600)
+    assert list(arts[f"ttft:{stream.label}"].get_xdata()) == [0.5]
+    xs, _ = arts["blank:streaming"].get_data()
+    assert 600 in list(xs)
+
+
+def test_explorer_widget_redraws_on_slider_change(capsys: pytest.CaptureFixture[str]) -> None:
+    box = ttft_explorer(0.4, 0.02, 50)
+    s_ttft, s_gap, s_n, text, out = box.children
+    assert text.value == "<pre>" + ttft_explorer_text(0.4, 0.02, 50) + "</pre>"
+    s_n.value = 5000
+    assert text.value == "<pre>" + ttft_explorer_text(0.4, 0.02, 5000) + "</pre>"
+    s_ttft.value = 2.0
+    assert "TTFT 2.00 s" in text.value
+    assert type(out).__name__ == "Output"  # (outside a kernel an Output widget captures nothing to inspect)

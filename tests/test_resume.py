@@ -1,0 +1,356 @@
+"""Resuming streams: the sequence cursor (pure), background-mode resume and Last-Event-ID, against the stand-in.
+
+The property tests cut the stand-in's connection at seeded random byte offsets, deliberately including
+offsets inside a multi-byte UTF-8 character and between the CR and the LF of a CRLF, and prove that the
+resumed stream hands every event to the caller exactly once, in order, and rebuilds the uncut text.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import httpx
+import pytest
+
+from streamlab.accumulate import Outcome, ResponsesAccumulator
+from streamlab.client import IdleTimeout, stream_responses
+from streamlab.resume import (
+    CursorError,
+    LastEventIdStream,
+    ResumableResponseStream,
+    ResumeError,
+    SequenceCursor,
+    is_content_event,
+    is_keepalive,
+)
+from streamlab.shapes import chat_text_stream, responses_text_stream, sse_comment, sse_frame
+from streamlab.sse import SSEEvent, SSEParser, parse
+from streamlab.standin import Cut, Episode, KeepAlive, Send, StandIn, StoredResponse, Wait
+
+PIECES = ["Grüße ", "aus ", "Köln ", "— ", "日本語 ", "🙂 ", "ça ", "va"]
+TEXT = "".join(PIECES)
+RID = "resp_cut"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with StandIn({"unused": Episode([])}) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def http():
+    """One httpx client for the many short connections (making one costs tens of milliseconds)."""
+    with httpx.Client(trust_env=False) as client:
+        yield client
+
+
+# -- the cursor, pure -----------------------------------------------------------------------------------
+
+
+def test_cursor_counts_from_zero_and_moves_one_at_a_time() -> None:
+    c = SequenceCursor()
+    assert c.value is None and c.expected == 0
+    for n in range(5):
+        assert c.admit({"type": "x", "sequence_number": n})
+    assert c.value == 4 and c.expected == 5
+
+
+def test_keepalives_never_move_the_cursor() -> None:
+    c = SequenceCursor(3)
+    assert not c.admit({"type": "keepalive"})
+    assert not c.admit({"type": "keepalive", "sequence_number": 9})  # even if a server numbered it
+    assert not c.admit({"type": "response.output_text.delta"})  # no number: nothing to check or move
+    assert c.value == 3
+    assert is_keepalive({"type": "keepalive"}) and not is_keepalive({"type": "a", "sequence_number": 0})
+
+
+@pytest.mark.parametrize(("got", "kind"), [(2, "replayed"), (1, "replayed"), (4, "skipped"), (10, "skipped")])
+def test_replay_and_skip_are_errors_that_say_what_happened(got: int, kind: str) -> None:
+    c = SequenceCursor(2)
+    with pytest.raises(CursorError) as info:
+        c.admit({"type": "response.output_text.delta", "sequence_number": got})
+    err = info.value
+    assert err.kind == kind and err.expected == 3 and err.got == got
+    assert f"sequence_number {got}" in str(err) and "expected 3" in str(err)
+    assert c.value == 2  # the cursor did not move
+
+
+def test_admit_data_treats_non_json_as_not_content() -> None:
+    c = SequenceCursor()
+    assert c.admit_data("[DONE]") == (False, None)
+    assert c.admit_data('{"type": "a", "sequence_number": 0}') == (True, {"type": "a", "sequence_number": 0})
+
+
+def test_is_content_event() -> None:
+    assert is_content_event(SSEEvent("message", '{"type": "response.output_text.delta"}'))
+    assert not is_content_event(SSEEvent("message", '{"type": "keepalive"}'))
+    assert not is_content_event(SSEEvent("keepalive", "{}"))
+    assert is_content_event(SSEEvent("message", "[DONE]"))
+
+
+# -- background mode against the stand-in ---------------------------------------------------------------
+
+
+def _crlf(frames: list[bytes]) -> list[bytes]:
+    return [f.replace(b"\n", b"\r\n") for f in frames]
+
+
+def _events_completed(prefix: bytes) -> int:
+    """How many events a client has fully received after these bytes (only used to place later cuts)."""
+    p = SSEParser()
+    return len(p.feed(prefix))
+
+
+def _plan_cuts(rng: random.Random, frames: list[bytes], category: str, n_cuts: int, start: int = 0) -> list[int]:
+    """Absolute byte offsets of `n_cuts` cuts after `start`, each inside the part the next connection sends."""
+    full = b"".join(frames)
+    ends = [sum(len(f) for f in frames[: i + 1]) for i in range(len(frames))]
+    if category == "utf8":  # the cut leaves the lead byte(s) of a character on one side, the rest on the other
+        wanted = [p for p in range(1, len(full)) if 0x80 <= full[p] <= 0xBF]
+    elif category == "crlf":
+        wanted = [p for p in range(1, len(full)) if full[p - 1] == 0x0D and full[p] == 0x0A]
+    else:
+        wanted = list(range(1, len(full)))
+    cuts: list[int] = []
+    for _ in range(n_cuts):
+        options = [p for p in wanted if start < p < len(full)]
+        if not options:
+            break
+        cut = rng.choice(options)
+        cuts.append(cut)
+        done = _events_completed(full[:cut])
+        start = ends[done - 1] if done else 0
+    return cuts
+
+
+def _background(frames: list[bytes], cuts: list[int]) -> tuple[dict, dict]:
+    """Script: the POST stream is cut at cuts[0]; GET connection k is cut cuts[k] bytes after its resume point."""
+    full = b"".join(frames)
+    ends = [0] + [sum(len(f) for f in frames[: i + 1]) for i in range(len(frames))]
+    relative: list[int | None] = []
+    for prev, cut in zip(cuts, cuts[1:]):
+        done = _events_completed(full[:prev])
+        relative.append(cut - ends[done])
+    steps = [Send(full[: cuts[0]]), Cut()] if cuts else [Send(full)]
+    stored = StoredResponse.from_frames(frames, cuts=tuple(relative))
+    return {"bg": [Episode(steps)]}, {RID: stored}
+
+
+def test_resume_survives_100_seeded_random_cuts(server: StandIn, http: httpx.Client) -> None:
+    clean = responses_text_stream(PIECES, response_id=RID)
+    seen = {"utf8": 0, "crlf": 0, "random": 0}
+    for trial in range(100):
+        rng = random.Random(trial)
+        crlf = trial % 2 == 1
+        frames = _crlf(clean) if crlf else clean
+        # CRLF trials cycle through the three kinds of cut; LF trials have no CR to cut after
+        category = ("utf8", "crlf", "random")[(trial // 2) % 3] if crlf else ("utf8", "random")[(trial // 2) % 2]
+        # resuming needs the response id, which arrives in the first event: cut after it
+        cuts = _plan_cuts(rng, frames, category, n_cuts=rng.randint(1, 3), start=len(frames[0]) - 1)
+        seen[category] += len(cuts)
+        scripts, stored = _background(frames, cuts)
+        server.set_scripts(scripts, stored=stored)
+        server.reset()
+
+        acc = ResponsesAccumulator()
+        handled: list[int] = []
+        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True},
+                                     max_reconnects=10, read_timeout=5, client=http) as stream:
+            for timed in stream:
+                handled.append(json.loads(timed.data)["sequence_number"])
+                acc.feed(timed.event)
+
+        want_events, _ = parse(b"".join(clean))
+        where = f"trial {trial}: cuts {cuts} ({category}, {'CRLF' if crlf else 'LF'})"
+        assert handled == list(range(len(want_events))), where  # every event once, in order
+        assert acc.text[(0, 0)] == TEXT, where
+        assert acc.outcome() is Outcome.COMPLETE and acc.disagreements() == [], where
+        assert stream.terminal == "response.completed", where
+        assert server.wait_idle(), where
+        records = server.records()
+        assert records[0].outcome == "cut" and records[0].method == "POST", where
+        gets = [r for r in records if r.method == "GET"]
+        assert [r.resumed_after for r in gets] == [c.resumed_after for c in stream.connections[1:]], where
+        # every connection but the last was cut; the last ended cleanly, or was cut after the terminal event
+        # was already complete (say between its final CR and LF), in which case there is nothing to resume
+        assert all(r.outcome == "cut" for r in records[:-1]), where
+        last_events, _ = parse(records[-1].written)
+        assert json.loads(last_events[-1].data)["type"] == "response.completed", where
+        assert len(records) == len(stream.connections), where
+    assert min(seen.values()) >= 25, seen  # every kind of cut really happened, many times
+    print(f"cuts made: {seen}")
+
+
+def test_keepalives_during_resume_are_skipped_and_do_not_move_the_cursor(server: StandIn) -> None:
+    clean = responses_text_stream(["one ", "two"], response_id=RID)
+    ka = sse_frame(json.dumps({"type": "keepalive"}), event="keepalive")
+    frames = [clean[0], ka, sse_comment(), clean[1], ka] + clean[2:5] + [ka] + clean[5:]
+    full = b"".join(frames)
+    cut = len(b"".join(frames[:3])) + 5  # after a keep-alive, inside event 1
+    stored = StoredResponse.from_frames(frames, cuts=())
+    server.set_scripts({"bg": [Episode([Send(full[:cut]), Cut()])]}, stored={RID: stored})
+    server.reset()
+    with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
+        seqs = [json.loads(t.data)["sequence_number"] for t in stream]
+    assert seqs == list(range(len(clean)))
+    assert stream.connections[1].resumed_after == "0"  # the keep-alive did not move the cursor
+    assert sum(c.keepalives for c in stream.connections) >= 2
+
+
+def test_a_server_that_replays_is_caught(server: StandIn) -> None:
+    clean = responses_text_stream(["one ", "two"], response_id=RID)
+    # a buggy server: its bookkeeping numbers frames 0, 1, 2, 3..., but the frame it files as 3 is event 2 again
+    replaying = StoredResponse(tuple(enumerate(clean[:3] + clean[2:])))
+    server.set_scripts({"bg": [Episode([Send(b"".join(clean[:3])), Cut()])]}, stored={RID: replaying})
+    server.reset()
+    got: list[int] = []
+    with pytest.raises(CursorError) as info:
+        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
+            for t in stream:
+                got.append(json.loads(t.data)["sequence_number"])
+    assert got == [0, 1, 2] and info.value.kind == "replayed"
+
+
+def test_a_server_that_skips_is_caught(server: StandIn) -> None:
+    clean = responses_text_stream(["one ", "two"], response_id=RID)
+    skipping = StoredResponse.from_frames(clean[:3] + clean[4:])
+    server.set_scripts({"bg": [Episode([Send(b"".join(clean[:3])), Cut()])]}, stored={RID: skipping})
+    server.reset()
+    with pytest.raises(CursorError) as info:
+        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
+            for _ in stream:
+                pass
+    assert info.value.kind == "skipped" and info.value.expected == 3 and info.value.got == 4
+
+
+def test_no_response_id_means_nothing_to_resume(server: StandIn) -> None:
+    clean = responses_text_stream(["one"], response_id=RID)
+    server.set_scripts({"bg": [Episode([Send(clean[0][:20]), Cut()])]})
+    server.reset()
+    with pytest.raises(ResumeError, match="before response.created"):
+        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
+            for _ in stream:
+                pass
+    assert len(server.records()) == 1  # it did not guess a GET
+
+
+def test_reconnects_are_bounded(server: StandIn) -> None:
+    clean = responses_text_stream(["one"], response_id=RID)
+    stored = StoredResponse.from_frames(clean, cuts=(3,) * 10)  # every GET dies inside its first event
+    server.set_scripts({"bg": [Episode([Send(b"".join(clean[:2])), Cut()])]}, stored={RID: stored})
+    server.reset()
+    got = []
+    with pytest.raises(ResumeError, match="max_reconnects=3") as info:
+        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}, max_reconnects=3) as s:
+            for t in s:
+                got.append(json.loads(t.data)["sequence_number"])
+    assert got == [0, 1]
+    assert len(info.value.connections) == 5 and "connection 5" in str(info.value)
+    assert len([r for r in server.records() if r.method == "GET"]) == 4
+
+
+def test_an_unknown_response_on_reconnect_is_a_clear_error(server: StandIn) -> None:
+    clean = responses_text_stream(["one"], response_id="resp_gone")
+    server.set_scripts({"bg": [Episode([Send(b"".join(clean[:2])), Cut()])]})
+    server.reset()
+    with pytest.raises(ResumeError, match="HTTP 404"):
+        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
+            for _ in stream:
+                pass
+
+
+def test_resume_an_existing_response_by_id(server: StandIn) -> None:
+    clean = responses_text_stream(["one ", "two"], response_id=RID)
+    server.set_scripts({"unused": Episode([])}, stored={RID: StoredResponse.from_frames(clean)})
+    server.reset()
+    with ResumableResponseStream(server.base_url, response_id=RID, starting_after=4) as stream:
+        seqs = [json.loads(t.data)["sequence_number"] for t in stream]
+    assert seqs == list(range(5, len(clean)))
+    assert server.records()[0].resumed_after == "4"
+
+
+def test_idle_timeout_counts_keepalive_events_as_no_content(server: StandIn) -> None:
+    clean = responses_text_stream(["one"], response_id=RID)
+    ka = sse_frame(json.dumps({"type": "keepalive"}), event="keepalive")
+    steps = [Send(clean[0])] + [s for _ in range(40) for s in (Wait(0.02), Send(ka), KeepAlive())]
+    server.set_scripts({"stall": [Episode(steps)]})
+    server.reset()
+    with pytest.raises(IdleTimeout):
+        with stream_responses(server.base_url, {"model": "stall"}, idle_timeout=0.2,
+                              is_content=is_content_event, read_timeout=5) as s:
+            for _ in s:
+                pass
+    assert s.end_reason == "idle_timeout" and len(s.events) > 2  # bytes and keep-alive events kept arriving
+
+
+# -- Last-Event-ID -------------------------------------------------------------------------------------
+
+
+def _with_ids(frames: list[bytes]) -> list[bytes]:
+    return [b"id: %d\n" % i + f for i, f in enumerate(frames)]
+
+
+def test_last_event_id_resume_survives_50_seeded_random_cuts(server: StandIn, http: httpx.Client) -> None:
+    clean = _with_ids(chat_text_stream(PIECES))
+    want, _ = parse(b"".join(clean))
+    for trial in range(50):
+        rng = random.Random(1000 + trial)
+        crlf = trial % 2 == 1
+        frames = _crlf(clean) if crlf else clean
+        full = b"".join(frames)
+        category = ("utf8", "crlf" if crlf else "random", "random")[trial % 3]
+        cuts = _plan_cuts(rng, frames, category, n_cuts=1 + trial % 3)
+        episodes = [Episode([Send(full[:c]), Cut()]) for c in cuts] + [Episode([Send(full)])]
+        server.set_scripts({"ids": episodes})
+        server.reset()
+        waits: list[float] = []
+        stream = LastEventIdStream(server.url("chat/completions"), {"model": "ids", "stream": True},
+                                   sleep=waits.append, read_timeout=5, client=http)
+        with stream:
+            got = [t.event for t in stream]
+        where = f"trial {trial}: cuts {cuts} ({category})"
+        assert [(e.data, e.last_event_id) for e in got] == [(e.data, e.last_event_id) for e in want], where
+        sent = [r.headers.get("last-event-id") for r in server.records()]
+        assert sent[0] is None and len(sent) == len(stream.connections) <= len(cuts) + 1, where
+        assert sent[1:] == [c.resumed_after for c in stream.connections[1:]], where
+        assert stream.finished and stream.waits == [0.0] * (len(sent) - 1) and waits == [], where
+
+
+def test_last_event_id_honours_the_retry_field(server: StandIn) -> None:
+    frames = [b"retry: 1500\n\n"] + _with_ids(chat_text_stream(["a", "b"]))
+    full = b"".join(frames)
+    cut = full.index(b"id: 2")
+    server.set_scripts({"ids": [Episode([Send(full[:cut]), Cut()]), Episode([Send(full)])]})
+    server.reset()
+    waits: list[float] = []
+    with LastEventIdStream(server.url("chat/completions"), {"model": "ids", "stream": True},
+                           sleep=waits.append, max_retry_ms=1000) as stream:
+        datas = [t.data for t in stream]
+    assert waits == [1.0]  # 1500 ms asked, capped at max_retry_ms
+    assert stream.retry_ms == 1500 and len(datas) == len(frames) - 1
+    assert server.records()[1].headers.get("last-event-id") == "1"
+
+
+def test_events_without_ids_inherit_the_persisted_last_event_id(server: StandIn) -> None:
+    frames = [b"id: 7\ndata: a\n\n", b"data: b\n\n", b"data: c\n\n"]
+    full = b"".join(frames)
+    server.set_scripts({"ids": [Episode([Send(full[: len(frames[0]) + 3]), Cut()]),
+                                Episode([Send(frames[1]), Send(frames[2]), Send(b"data: [DONE]\n\n")])]})
+    server.reset()
+    with LastEventIdStream(server.url("chat/completions"), {"model": "ids", "stream": True}) as stream:
+        got = [(t.data, t.id) for t in stream]
+    assert got == [("a", "7"), ("b", "7"), ("c", "7"), ("[DONE]", "7")]
+
+
+def test_unnumbered_events_are_passed_on_not_dropped(server: StandIn) -> None:
+    clean = responses_text_stream(["one"], response_id=RID)
+    odd = [sse_frame("not json"), sse_frame(json.dumps({"type": "response.something_new"}))]
+    frames = clean[:2] + odd + clean[2:]
+    server.set_scripts({"bg": [Episode([Send(b"".join(frames))])]})
+    server.reset()
+    with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
+        datas = [t.data for t in stream]
+    assert datas[2:4] == ["not json", '{"type": "response.something_new"}']
+    assert len(datas) == len(frames) and stream.cursor.value == len(clean) - 1

@@ -1,0 +1,256 @@
+"""The SSE parser: every byte fixture under every split, property-based streams, limits and errors."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamlab.fixtures import RULES, load_fixtures
+from streamlab.fuzz import STRATEGIES, chunks_at, run_harness, streamlab_contender
+from streamlab.sse import SSEEvent, SSELimitError, SSEParser, parse
+
+FIXTURES = load_fixtures()
+
+
+def feed_all(chunks: list[bytes], **limits: int) -> tuple[list[SSEEvent], SSEParser, bool]:
+    parser = SSEParser(**limits)
+    events: list[SSEEvent] = []
+    for chunk in chunks:
+        events += parser.feed(chunk)
+    return events, parser, parser.close()
+
+
+# -- fixtures through the harness ------------------------------------------------------------------
+
+
+def test_at_least_thirty_fixtures_and_every_rule_covered() -> None:
+    assert len(FIXTURES) >= 30
+    covered = {rule for f in FIXTURES for rule in f.rules}
+    assert covered == set(RULES), f"rules without a fixture: {sorted(set(RULES) - covered)}"
+    spec = [f.name for f in FIXTURES if f.source == "WHATWG HTML 9.2.6 example"]
+    assert len(spec) == 4
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda f: f.name)
+def test_fixture_all_strategies(fixture) -> None:
+    result = run_harness([streamlab_contender()], [fixture], random_runs=300, max_cuts=16)
+    for strategy in STRATEGIES:
+        cell = result.cell("streamlab", fixture.name, strategy)
+        assert cell.passed == cell.total, cell.first_failure
+
+
+def test_every_three_way_split_of_the_tricky_fixtures() -> None:
+    """Exhaustive pairs of cuts on the fixtures where CR, LF, BOM and multi-byte characters meet."""
+    for name in ("mixed-endings", "bom-first", "multibyte-utf8", "cr-cr-lf", "truncated-utf8-sequence"):
+        fixture = next(f for f in FIXTURES if f.name == name)
+        n = len(fixture.raw)
+        want = fixture.expected
+        for i in range(n + 1):
+            for j in range(i, n + 1):
+                events, parser, truncated = feed_all(chunks_at(fixture.raw, (i, j)))
+                assert (tuple(events), parser.retry_ms, truncated, parser.last_event_id) == (
+                    want.events, want.retry_ms, want.truncated, want.last_event_id), (name, i, j)
+
+
+# -- properties ------------------------------------------------------------------------------------
+
+_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=30)
+_name = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, blacklist_characters=":"), min_size=1,
+                max_size=10)
+_eol = st.sampled_from([b"\n", b"\r", b"\r\n"])
+
+
+@st.composite
+def event_streams(draw: st.DrawFn) -> tuple[bytes, list[SSEEvent]]:
+    """A valid stream built line by line, with the events a conforming parser must produce."""
+    out = bytearray()
+    if draw(st.booleans()):
+        out += b"\xef\xbb\xbf"
+    expected: list[SSEEvent] = []
+    last_id = ""
+    for _ in range(draw(st.integers(0, 6))):
+        etype = draw(st.one_of(st.none(), _name))
+        if etype is not None:
+            out += b"event: " + etype.encode() + draw(_eol)
+        if draw(st.booleans()):
+            out += b": " + draw(_text).encode() + draw(_eol)
+        new_id = draw(st.one_of(st.none(), _name))
+        if new_id is not None:
+            out += b"id:" + new_id.encode() + draw(_eol)
+            last_id = new_id
+        lines = draw(st.lists(_text, min_size=1, max_size=3))
+        for line in lines:
+            sep = draw(st.sampled_from([b":", b": "]))
+            if sep == b":" and line.startswith(" "):
+                sep = b": "  # keep the value's own leading space
+            out += b"data" + sep + line.encode() + draw(_eol)
+        blank = draw(_eol)
+        if blank == b"\n" and out.endswith(b"\r"):
+            blank = b"\r\n"  # a CR then an LF would be one terminator, not a blank line
+        out += blank
+        expected.append(SSEEvent(etype or "message", "\n".join(lines), last_id))
+    return bytes(out), expected
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(event_streams(), st.lists(st.integers(0, 10_000), max_size=12))
+def test_any_valid_stream_same_events_under_any_split(stream: tuple[bytes, list[SSEEvent]], cuts: list[int]) -> None:
+    raw, expected = stream
+    whole, _, truncated = feed_all([raw])
+    assert whole == expected
+    assert not truncated
+    split, _, truncated = feed_all(chunks_at(raw, [c % (len(raw) + 1) for c in cuts]))
+    assert split == expected
+    assert not truncated
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400), st.lists(st.integers(0, 400), max_size=10))
+def test_random_bytes_any_split_only_limit_errors(raw: bytes, cuts: list[int]) -> None:
+    """Arbitrary bytes never crash the parser, and the split never changes the result."""
+    cuts = [c % (len(raw) + 1) for c in cuts]
+    results = []
+    for chunks in ([raw], chunks_at(raw, cuts)):
+        try:
+            events, parser, truncated = feed_all(chunks, max_line_bytes=64, max_event_bytes=128)
+            results.append((events, parser.retry_ms, parser.last_event_id, truncated))
+        except SSELimitError as exc:
+            results.append(("limit", exc.limit))
+    assert results[0] == results[1]
+
+
+# -- limits and errors -----------------------------------------------------------------------------
+
+
+def test_hundred_megabytes_without_newline_stays_bounded() -> None:
+    parser = SSEParser(max_line_bytes=1 << 20)
+    chunk = b"x" * 65536
+    with pytest.raises(SSELimitError) as info:
+        for _ in range(100 * 16):  # 100 MiB
+            parser.feed(chunk)
+    err = info.value
+    assert err.limit == "max_line_bytes"
+    assert err.offset == 0
+    assert parser.bytes_fed <= (1 << 20) + 65536  # it stopped as soon as the line passed the limit
+    assert "max_line_bytes=1048576" in str(err) and "offset 0" in str(err)
+
+
+def test_line_limit_names_offset_and_keeps_earlier_events() -> None:
+    raw = b"data: ok\n\n" + b"data: " + b"y" * 100 + b"\n\n"
+    parser = SSEParser(max_line_bytes=50)
+    with pytest.raises(SSELimitError) as info:
+        parser.feed(raw)
+    assert info.value.offset == 10
+    assert info.value.events == [SSEEvent("message", "ok", "")]
+    with pytest.raises(SSELimitError):  # the parser stays failed instead of guessing where to resume
+        parser.feed(b"data: more\n\n")
+
+
+def test_line_limit_offset_counts_crlf_and_bom() -> None:
+    raw = b"\xef\xbb\xbfdata: a\r\n\r\ndata: " + b"z" * 80 + b"\r\n"
+    with pytest.raises(SSELimitError) as info:
+        SSEParser(max_line_bytes=40).feed(raw)
+    assert info.value.offset == raw.index(b"data: z")
+
+
+def test_line_limit_on_a_line_spread_over_chunks() -> None:
+    parser = SSEParser(max_line_bytes=30)
+    assert parser.feed(b"data: first\n\ndata: ") == [SSEEvent("message", "first", "")]
+    with pytest.raises(SSELimitError) as info:
+        for _ in range(10):
+            parser.feed(b"0123456789")
+    assert info.value.offset == len(b"data: first\n\n")
+
+
+def test_event_limit_counts_all_data_lines() -> None:
+    raw = b"data: 0123456789\n" * 10 + b"\n"
+    parser = SSEParser(max_event_bytes=60)
+    with pytest.raises(SSELimitError) as info:
+        parser.feed(raw)
+    assert info.value.limit == "max_event_bytes"
+    assert info.value.offset == 17 * 5  # the sixth data line pushes it over 60 bytes
+
+
+def test_event_limit_not_hit_by_many_small_events() -> None:
+    parser = SSEParser(max_event_bytes=64)
+    events = parser.feed(b"data: 0123456789\n\n" * 1000)
+    assert len(events) == 1000
+
+
+def test_limits_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        SSEParser(max_line_bytes=0)
+
+
+def test_feed_after_close_is_an_error() -> None:
+    parser = SSEParser()
+    parser.close()
+    with pytest.raises(RuntimeError, match="after close"):
+        parser.feed(b"data: x\n\n")
+
+
+# -- specific behaviours worth a name ---------------------------------------------------------------
+
+
+def test_cr_at_chunk_end_then_lf_is_one_terminator() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"data: a\r") == []
+    assert parser.feed(b"\n") == []  # the LF completes the CRLF; it is not a blank line
+    assert parser.feed(b"\r\n") == [SSEEvent("message", "a", "")]
+
+
+def test_cr_then_empty_chunks_then_lf() -> None:
+    parser = SSEParser()
+    events = []
+    for chunk in (b"data: a\r", b"", b"", b"\n", b"", b"\r", b"", b"\n"):
+        events += parser.feed(chunk)
+    assert events == [SSEEvent("message", "a", "")]
+    assert parser.close() is False
+
+
+def test_bom_split_over_three_chunks_and_partial_bom_is_data() -> None:
+    events, _, _ = feed_all([b"\xef", b"\xbb", b"\xbfdata: x\n\n"])
+    assert events == [SSEEvent("message", "x", "")]
+    events, _, _ = feed_all([b"\xef", b"\xbbdata: y\n\n"])  # not a BOM: the bytes stay and spoil the name
+    assert events == []
+
+
+def test_partial_bom_at_end_counts_as_unfinished() -> None:
+    _, _, truncated = feed_all([b"\xef\xbb"])
+    assert truncated is True
+
+
+def test_last_event_id_attribute_tracks_dispatch_not_buffer() -> None:
+    parser = SSEParser()
+    parser.feed(b"id: 1\ndata: a\n\nid: 2\ndata: b\n")
+    assert parser.last_event_id == "1"  # the second block has not ended yet
+    parser.feed(b"\n")
+    assert parser.last_event_id == "2"
+
+
+def test_parse_helper() -> None:
+    assert parse(b"data: x\n\ndata: y") == ([SSEEvent("message", "x", "")], True)
+
+
+def test_event_is_frozen_and_compares_by_value() -> None:
+    ev = SSEEvent("message", "x", "")
+    with pytest.raises(AttributeError):
+        ev.data = "y"  # type: ignore[misc]
+    assert ev == SSEEvent(data="x")
+
+
+def test_long_line_in_small_chunks_is_linear() -> None:
+    """A 4 MiB line in 1 KiB chunks: each feed does work proportional to its chunk, not to the buffer."""
+    line = b"data: " + b"a" * (4 << 20) + b"\n\n"
+    parser = SSEParser()
+    events = []
+    rng = random.Random(1)
+    pos = 0
+    while pos < len(line):
+        step = rng.randint(512, 1536)
+        events += parser.feed(line[pos : pos + step])
+        pos += step
+    assert len(events) == 1 and len(events[0].data) == 4 << 20
