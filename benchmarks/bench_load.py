@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
+import multiprocessing
 import sys
 import threading
 import time
@@ -69,11 +69,12 @@ def first_content(events: list[TimedEvent]) -> tuple[float | None, str]:
     return first, "".join(text)
 
 
-Result = tuple[int, float | None, str, str]  # client, measured TTFT, text, end reason or error
+Result = tuple[int, float | None, str, str, float, float | None]
+"""client, measured TTFT, text, end reason or error, request sent at, first content arrived at (perf_counter)"""
 
 
 async def run_async(base_url: str, n: int) -> list[Result]:
-    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     async with httpx.AsyncClient(limits=limits, trust_env=False) as shared:
         async def one(i: int) -> Result:
             stream: AsyncEventStream = astream_chat(base_url, {"model": f"client{i:03d}"}, client=shared,
@@ -82,9 +83,10 @@ async def run_async(base_url: str, n: int) -> list[Result]:
                 async with stream:
                     await stream.read_all()
             except Exception as exc:  # noqa: BLE001 - reported per client, not hidden
-                return i, None, "", f"{type(exc).__name__}: {exc}"
+                return i, None, "", f"{type(exc).__name__}: {exc}", stream.started_at or 0.0, None
             first, text = first_content(stream.events)
-            return i, first, text, stream.end_reason or "?"
+            sent = stream.started_at or 0.0
+            return i, first, text, stream.end_reason or "?", sent, None if first is None else sent + first
 
         return list(await asyncio.gather(*(one(i) for i in range(n))))
 
@@ -98,12 +100,13 @@ def run_threads(base_url: str, n: int) -> list[Result]:
         stream: EventStream = stream_chat(base_url, {"model": f"client{i:03d}"}, read_timeout=10, deadline=30)
         start.wait()
         try:
-            with stream:
+            with stream:  # each thread's stream makes (and closes) its own httpx.Client
                 stream.read_all()
             first, text = first_content(stream.events)
-            res: Result = (i, first, text, stream.end_reason or "?")
+            sent = stream.started_at or 0.0
+            res: Result = (i, first, text, stream.end_reason or "?", sent, None if first is None else sent + first)
         except Exception as exc:  # noqa: BLE001
-            res = (i, None, "", f"{type(exc).__name__}: {exc}")
+            res = (i, None, "", f"{type(exc).__name__}: {exc}", stream.started_at or 0.0, None)
         with lock:
             results.append(res)
 
@@ -121,42 +124,89 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[k]
 
 
+def serve_in_child(n: int, conn) -> None:
+    """Child process: serve the script, send the port, wait for "stop", send the records back."""
+    with StandIn(script(n)) as server:
+        conn.send(server.port)
+        conn.recv()
+        server.wait_idle()
+        conn.send(server.records())
+
+
+def run_round(args: argparse.Namespace) -> tuple[list[Result], list, float]:
+    if args.server_process:
+        parent, child = multiprocessing.Pipe()
+        proc = multiprocessing.get_context("fork").Process(target=serve_in_child, args=(args.clients, child))
+        proc.start()
+        base_url = f"http://127.0.0.1:{parent.recv()}/v1"
+    else:
+        server = StandIn(script(args.clients)).start()
+        base_url = server.base_url
+    try:
+        t0 = time.perf_counter()
+        if args.threads:
+            results = run_threads(base_url, args.clients)
+        else:
+            results = asyncio.run(run_async(base_url, args.clients))
+        wall = time.perf_counter() - t0
+    finally:
+        if args.server_process:
+            parent.send("stop")
+            records = parent.recv()
+            proc.join()
+        else:
+            server.wait_idle()
+            records = server.records()
+            server.stop()
+    return results, records, wall
+
+
+def ms(values: list[float]) -> str:
+    v = [1000 * x for x in values]
+    return f"p50 {percentile(v, 50):6.1f} ms  p95 {percentile(v, 95):6.1f} ms  max {max(v):6.1f} ms"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=1, help="repeat the whole run (fresh server each time)")
     ap.add_argument("--threads", action="store_true", help="sync clients in threads instead of async")
-    ap.add_argument("--tolerance", type=float, default=0.050, help="allowed p95 TTFT error in seconds")
+    ap.add_argument("--server-process", action="store_true",
+                    help="run the stand-in in a child process (no shared GIL with the clients)")
+    ap.add_argument("--tolerance", type=float, default=0.150, help="allowed p95 TTFT error in seconds")
     args = ap.parse_args(argv)
     ok = True
+    mode = ("threads" if args.threads else "async") + (", server in a child process" if args.server_process else
+                                                       ", server in this process")
+    print(f"{args.clients} concurrent streaming clients ({mode}); TTFT scheduled 0.20-0.69 s, "
+          f"{TOKENS} tokens {1000 * GAP:.0f} ms apart")
     for rnd in range(1, args.rounds + 1):
-        with StandIn(script(args.clients)) as server:
-            t0 = time.perf_counter()
-            if args.threads:
-                results = run_threads(server.base_url, args.clients)
-            else:
-                results = asyncio.run(run_async(server.base_url, args.clients))
-            wall = time.perf_counter() - t0
-            server.wait_idle()
-            records = server.records()
-        failed = [(i, why) for i, first, text, why in results
+        results, records, wall = run_round(args)
+        by_model = {r.model: r for r in records}
+        failed = [(i, why) for i, first, text, why, _, _ in results
                   if why != "complete" or first is None or text != "".join(words(i))]
-        errors = [first - schedule(i) for i, first, _, why in results if first is not None and why == "complete"]
+        good = [(i, first, sent, seen) for i, first, _, why, sent, seen in results
+                if first is not None and seen is not None and why == "complete"]
+        errors = [first - schedule(i) for i, first, _, _ in good]
         early = [e for e in errors if e < 0]
-        mode = "threads" if args.threads else "async"
-        print(f"round {rnd}: {args.clients} {mode} clients, wall {wall:.2f} s, "
-              f"completed {len(results) - len(failed)}/{args.clients}, "
-              f"server records complete: {sum(r.outcome == 'complete' for r in records)}/{len(records)}")
+        print(f"round {rnd}: wall {wall:.2f} s, streams complete {len(results) - len(failed)}/{args.clients}, "
+              f"server records complete {sum(r.outcome == 'complete' for r in records)}/{len(records)}")
         if errors:
-            ms = [1000 * e for e in errors]
-            p95 = percentile(errors, 95)
-            print(f"  TTFT error (measured - scheduled): p50 {percentile(ms, 50):.1f} ms, p95 {1000 * p95:.1f} ms, "
-                  f"max {max(ms):.1f} ms, mean {statistics.fmean(ms):.1f} ms; before schedule: {len(early)}")
-            ok &= p95 <= args.tolerance and not early
+            print(f"  TTFT error (measured - scheduled) {ms(errors)}   before schedule: {len(early)}")
+            # where the error comes from (one clock: perf_counter is system-wide on Linux)
+            arrive = [by_model[f"client{i:03d}"].started_at - sent for i, _, sent, _ in good]
+            late = [by_model[f"client{i:03d}"].write_times[1] - by_model[f"client{i:03d}"].started_at - schedule(i)
+                    for i, _, _, _ in good]
+            deliver = [seen - by_model[f"client{i:03d}"].write_times[1] for i, _, _, seen in good]
+            print(f"    request send -> server reads it   {ms(arrive)}")
+            print(f"    server wait overshoot             {ms(late)}")
+            print(f"    server write -> client event      {ms(deliver)}")
+            ok &= percentile(errors, 95) <= args.tolerance and not early
         for i, why in failed[:5]:
             print(f"  client {i} failed: {why}")
         ok &= not failed
-    print("PASS" if ok else "FAIL", f"(tolerance: p95 TTFT error <= {1000 * args.tolerance:.0f} ms, every stream whole)")
+    verdict = "PASS" if ok else "FAIL"
+    print(f"{verdict} (tolerance: p95 TTFT error <= {1000 * args.tolerance:.0f} ms, every stream whole and in order)")
     return 0 if ok else 1
 
 

@@ -357,10 +357,7 @@ class LastEventIdStream:
 
     def _parser(self) -> SSEParser:
         """A parser that starts from the stream's state so far (the ID persists across connections)."""
-        parser = SSEParser()
-        parser.last_event_id = self.last_event_id
-        parser._id_buffer = self.last_event_id  # no public way to seed it yet (see the lab 05 report)
-        return parser
+        return SSEParser(last_event_id=self.last_event_id)
 
     def __iter__(self) -> Iterator[Any]:
         from .client import EventStream, HTTPStatusError

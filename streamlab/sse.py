@@ -40,6 +40,15 @@ class SSEEvent:
     """The stream's last event ID when this event was dispatched; it persists across events."""
 
 
+# The hot loop builds events with these instead of SSEEvent(...): the frozen dataclass __init__ goes
+# through object.__setattr__ once per field and costs about twice as much. The result is the same
+# frozen, equal, hashable event (tests/test_sse.py checks it).
+_new = object.__new__
+_set_event = SSEEvent.__dict__["event"].__set__
+_set_data = SSEEvent.__dict__["data"].__set__
+_set_id = SSEEvent.__dict__["last_event_id"].__set__
+
+
 class SSELimitError(ValueError):
     """A line or an event grew past a configured bound.
 
@@ -74,14 +83,19 @@ class SSEParser:
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        last_event_id: str = "",
     ) -> None:
+        """`last_event_id` starts the stream with a known last event ID: on a reconnect the standard keeps
+        the ID across connections, and the server resumes after it (the client sent it as Last-Event-ID)."""
         if max_line_bytes < 1 or max_event_bytes < 1:
             raise ValueError("max_line_bytes and max_event_bytes must be positive")
         self.max_line_bytes = max_line_bytes
         self.max_event_bytes = max_event_bytes
         self.retry_ms: int | None = None
-        self.last_event_id: str = ""
-        self._id_buffer = ""  # the standard's "last event ID buffer"; committed at dispatch
+        if "\x00" in last_event_id:
+            raise ValueError("last_event_id must not contain NUL (the standard ignores such ids)")
+        self.last_event_id: str = last_event_id
+        self._id_buffer = last_event_id  # the standard's "last event ID buffer"; committed at dispatch
         self._event_type = ""
         self._data: list[bytes] = []
         self._data_len = 0
@@ -194,103 +208,69 @@ class SSEParser:
         self._in_block = False
 
     def _lines(self, lines: list[bytes], raw: bytes, start: int) -> list[SSEEvent]:
-        """Interpret complete lines (terminators already removed)."""
+        """Interpret complete lines (terminators already removed): the rules of the standard, line by line.
+
+        This is the hot loop, so the per-block state lives in locals and is written back once at the end
+        (and before raising a limit error).
+        """
         out: list[SSEEvent] = []
-        i, n = 0, len(lines)
-        tried_bulk = False
-        while i < n:
-            if not self._in_block and not tried_bulk and n - i >= 4:
-                tried_bulk = True  # once per chunk, so a stream the bulk path cannot take costs nothing extra
-                i = self._bulk(lines, i, out)
-                if i >= n:
-                    break
-            i = self._block(lines, i, raw, start, out)
-        return out
-
-    def _bulk(self, lines: list[bytes], i: int, out: list[SSEEvent]) -> int:
-        """Fast path for the shape that dominates LLM streams: runs of one-line events.
-
-        Between events, if every remaining pair of lines is `data: X` + blank (Chat Completions), or every
-        triple is `event: T` + `data: X` + blank (Responses), the values are decoded and split in one go
-        instead of line by line. Lines never contain LF, so counting "\ndata: " in the joined lines counts
-        exactly the lines that start with "data: ". Returns the index after the lines consumed (i if none).
-        The result is identical to the line-by-line path; it is only faster.
-        """
-        rest = len(lines) - i
-        limit = min(self.max_event_bytes, self.max_line_bytes)
-        first = lines[i]
-        if first[:6] == b"data: " and not lines[i + 1]:
-            m = rest // 2
-            if any(lines[i + 1 : i + 2 * m : 2]):
-                return i
-            joined = b"\n".join(lines[i : i + 2 * m : 2])
-            if joined.count(b"\ndata: ") != m - 1 or len(joined) >= limit:
-                return i
-            lid = self.last_event_id
-            out.extend([SSEEvent("message", t, lid) for t in joined[6:].decode("utf-8", "replace").split("\ndata: ")])
-            return i + 2 * m
-        if first[:7] == b"event: " and rest >= 6 and lines[i + 1][:6] == b"data: " and not lines[i + 2]:
-            m = rest // 3
-            if any(lines[i + 2 : i + 3 * m : 3]):
-                return i
-            types = b"\n".join(lines[i : i + 3 * m : 3])
-            datas = b"\n".join(lines[i + 1 : i + 3 * m : 3])
-            if types.count(b"\nevent: ") != m - 1 or datas.count(b"\ndata: ") != m - 1 or len(datas) >= limit:
-                return i
-            lid = self.last_event_id
-            names = types[7:].decode("utf-8", "replace").split("\nevent: ")
-            texts = datas[6:].decode("utf-8", "replace").split("\ndata: ")
-            out.extend([SSEEvent(t or "message", d, lid) for t, d in zip(names, texts)])
-            return i + 3 * m
-        return i
-
-    def _block(self, lines: list[bytes], i: int, raw: bytes, start: int, out: list[SSEEvent]) -> int:
-        """Interpret lines one by one from lines[i] up to and including the next blank line.
-
-        Returns the index after the last line consumed. This is the rule-by-rule path of the standard.
-        """
+        push = out.append
         data = self._data
-        n = len(lines)
-        while i < n:
-            line = lines[i]
-            i += 1
-            if not line:  # blank line: dispatch (or just end the block), then commit the id, reset the type
-                self.last_event_id = self._id_buffer
+        data_len = self._data_len
+        in_block = self._in_block
+        event_type = self._event_type
+        id_buffer = self._id_buffer
+        last_id = self.last_event_id
+        max_event = self.max_event_bytes
+        new, set_event, set_data, set_id, cls = _new, _set_event, _set_data, _set_id, SSEEvent
+        for i, line in enumerate(lines):
+            if not line:  # blank line: dispatch (or just end the block), commit the id, reset the type
+                last_id = id_buffer
                 if data:
-                    text = (data[0] if len(data) == 1 else b"\n".join(data)).decode("utf-8", "replace")
-                    out.append(SSEEvent(self._event_type or "message", text, self.last_event_id))
-                    self._data = []
-                    self._data_len = 0
-                self._event_type = ""
-                self._in_block = False
-                return i
+                    ev = new(cls)  # an SSEEvent, built without the slow frozen __init__ (see _new above)
+                    set_event(ev, event_type or "message")
+                    set_data(ev, (data[0] if len(data) == 1 else b"\n".join(data)).decode("utf-8", "replace"))
+                    set_id(ev, last_id)
+                    push(ev)
+                    data = []
+                    data_len = 0
+                event_type = ""
+                in_block = False
+                continue
             if line[:5] == b"data:":
                 value = line[6:] if line[5:6] == b" " else line[5:]
                 data.append(value)
-                self._in_block = True
-                self._data_len += len(value) + 1
-                if self._data_len > self.max_event_bytes:
-                    self._fail("max_event_bytes", self._line_offset(lines, i - 1, raw, start), out)
+                in_block = True
+                data_len += len(value) + 1
+                if data_len > max_event:
+                    self.last_event_id = last_id  # keep the id of the last event delivered
+                    self._fail("max_event_bytes", self._line_offset(lines, i, raw, start), out)
                 continue
             if line[0] == 0x3A:  # ":" starts a comment
                 continue
-            self._in_block = True
+            in_block = True
             name, colon, value = line.partition(b":")
             if colon and value[:1] == b" ":
                 value = value[1:]
             if name == b"event":
-                self._event_type = value.decode("utf-8", "replace")
+                event_type = value.decode("utf-8", "replace")
             elif name == b"data":  # "data" with no colon: an empty data line
                 data.append(b"")
-                self._data_len += 1
+                data_len += 1
             elif name == b"id":
                 if b"\x00" not in value:
-                    self._id_buffer = value.decode("utf-8", "replace")
+                    id_buffer = value.decode("utf-8", "replace")
             elif name == b"retry":
                 if value and value.isdigit():  # bytes.isdigit() accepts ASCII 0-9 only
                     self.retry_ms = int(value)
             # every other field name (including "Data", "ID", ...) is ignored
-        return i
+        self._data = data
+        self._data_len = data_len
+        self._in_block = in_block
+        self._event_type = event_type
+        self._id_buffer = id_buffer
+        self.last_event_id = last_id
+        return out
 
     def _fail(self, limit: str, offset: int, events: list[SSEEvent]) -> None:
         value = self.max_line_bytes if limit == "max_line_bytes" else self.max_event_bytes

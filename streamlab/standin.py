@@ -291,6 +291,8 @@ class RequestRecord:
     "cancelled" (a cancel request stopped the stream) or "stopped" (the server shut down mid-stream).
     `bytes_written` counts response payload bytes (stream bytes or JSON body) handed to the operating
     system, not HTTP chunk framing; `frames_written` counts `Send`/`KeepAlive` steps written whole.
+    `write_times` holds the `time.perf_counter()` value of each stream chunk written (same clock as the
+    client's arrival times when both run on one machine), `started_at` when the request line arrived.
     """
 
     index: int
@@ -310,6 +312,7 @@ class RequestRecord:
     started_at: float
     finished_at: float | None
     resumed_after: str | None = None
+    write_times: tuple[float, ...] = ()
 
     @property
     def bytes_written(self) -> int:
@@ -339,12 +342,13 @@ class _Rec:
     outcome: str = "in_progress"
     finished_at: float | None = None
     resumed_after: str | None = None
+    write_times: list[float] = field(default_factory=list)
 
     def snapshot(self) -> RequestRecord:
         return RequestRecord(
             self.index, self.method, self.path, dict(self.headers), self.body, self.json, self.model, self.episode,
             self.stream, self.status, bytes(self.written), self.frames_written, self.client_gone, self.outcome,
-            self.started_at, self.finished_at, self.resumed_after,
+            self.started_at, self.finished_at, self.resumed_after, tuple(self.write_times),
         )
 
 
@@ -547,10 +551,12 @@ class StandIn:
                 setattr(rec, k, v)
             self._lock.notify_all()
 
-    def _written(self, rec: _Rec, data: bytes, frame: bool) -> None:
+    def _written(self, rec: _Rec, data: bytes, frame: bool, at: float | None = None) -> None:
         with self._lock:
             rec.written += data
             rec.frames_written += frame
+            if at is not None:
+                rec.write_times.append(at)
             self._lock.notify_all()
 
 
@@ -558,6 +564,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False  # joined on server_close: a stopped StandIn leaves no thread behind
     block_on_close = True
     allow_reuse_address = True
+    request_queue_size = 256  # the listen backlog; socketserver's default of 5 resets bursts of new connections
     standin: StandIn
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # silent: no tracebacks in notebooks
@@ -805,7 +812,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not data:
             return
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.standin._written(rec, data, frame)
+        self.standin._written(rec, data, frame, time.perf_counter())
 
     def _play(self, rec: _Rec, steps: Iterable[Step], headers: Iterable[tuple[str, str]] = (), *,
               skip: int = 0, cancel_id: str | None = None) -> None:

@@ -254,3 +254,52 @@ def test_long_line_in_small_chunks_is_linear() -> None:
         events += parser.feed(line[pos : pos + step])
         pos += step
     assert len(events) == 1 and len(events[0].data) == 4 << 20
+
+
+def test_events_from_the_parser_are_frozen_equal_and_hashable() -> None:
+    events, _, _ = feed_all([b"id: 3\nevent: x\ndata: a\ndata: b\n\ndata: c\n\n"])
+    assert events == [SSEEvent("x", "a\nb", "3"), SSEEvent("message", "c", "3")]
+    assert hash(events[0]) == hash(SSEEvent("x", "a\nb", "3"))
+    assert repr(events[1]) == "SSEEvent(event='message', data='c', last_event_id='3')"
+    with pytest.raises(AttributeError):
+        events[0].data = "changed"  # type: ignore[misc]
+
+
+def test_last_event_id_keyword_resumes_a_reconnected_stream() -> None:
+    """After a reconnect the ID persists: events without an id field carry the previous connection's."""
+    parser = SSEParser(last_event_id="41")
+    assert parser.feed(b"data: next\n\n") == [SSEEvent("message", "next", "41")]
+    with pytest.raises(ValueError, match="NUL"):
+        SSEParser(last_event_id="a\x00b")
+
+
+def test_event_limit_error_keeps_last_event_id_of_delivered_events() -> None:
+    parser = SSEParser(max_event_bytes=20)
+    with pytest.raises(SSELimitError) as info:
+        parser.feed(b"id: 7\ndata: ok\n\ndata: " + b"x" * 40 + b"\n\n")
+    assert info.value.events == [SSEEvent("message", "ok", "7")]
+    assert parser.last_event_id == "7"
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_big_realistic_streams_under_random_cuts(eol: bytes) -> None:
+    """Thousands of events per chunk and a handful per chunk: same events, whatever the chunk size."""
+    rng = random.Random(len(eol))
+    frames, expected = [], []
+    for k in range(3000):
+        text = "".join(rng.choice(["caf\u00e9", " \u4e16", "\U0001f642", "ok", " "]) for _ in range(rng.randint(1, 6)))
+        data = f'{{"k":{k},"t":"{text}"}}'
+        if k % 7 == 0:
+            frames.append(b"event: response.output_text.delta" + eol)
+            expected.append(SSEEvent("response.output_text.delta", data, ""))
+        else:
+            expected.append(SSEEvent("message", data, ""))
+        if k % 50 == 0:
+            frames.append(b": keep-alive" + eol)
+        frames.append(b"data: " + data.encode() + eol + eol)
+    raw = b"".join(frames)
+    for size in (65536, 1024, 7):
+        cuts = sorted({rng.randint(0, len(raw)) for _ in range(len(raw) // size)})
+        events, _, truncated = feed_all(chunks_at(raw, cuts))
+        assert events == expected
+        assert truncated is False
