@@ -89,14 +89,27 @@ def _cmd_standin(args: argparse.Namespace) -> int:
         print(f"  for chunk in client.chat.completions.create(model={model!r}, stream=True,")
         print("                                              messages=[{'role': 'user', 'content': 'hi'}]):")
         print("      print(chunk.choices[0].delta.content if chunk.choices else chunk.usage)")
-    print("\nCtrl-C stops it.", flush=True)
+    print("\nCtrl-C stops it." + ("" if args.quiet else " One line per finished request follows."), flush=True)
+    shown = 0
+
+    def report() -> None:  # one line per request finished since the last call, in arrival order
+        nonlocal shown
+        records = server.records()
+        while not args.quiet and shown < len(records) and records[shown].finished:
+            r = records[shown]
+            print(f"  {r.method} {r.path} model={r.model} status={r.status} {r.outcome} {r.bytes_written} bytes",
+                  flush=True)
+            shown += 1
+
     try:
         while True:
             time.sleep(0.2)
+            report()
     except KeyboardInterrupt:
         pass
     finally:
         server.stop()
+    report()
     print(f"stopped after {len(server.records())} request(s)", flush=True)
     return 0
 
@@ -123,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for a room)")
     p.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0 picks a free one)")
+    p.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
     p.set_defaults(func=_cmd_standin)
     return ap
 

@@ -39,6 +39,7 @@ __all__ = [
     "run_harness",
     "smallest_failing_split",
     "show_split",
+    "visible_bytes",
 ]
 
 STRATEGIES: tuple[str, ...] = ("whole", "byte-at-a-time", "every 2-way split", "random splits")
@@ -325,11 +326,12 @@ def show_split(raw: bytes, cuts: Sequence[int], context: int = 12) -> str:
         right = raw[off : off + context]
         more_l = "..." if off - context > 0 else ""
         more_r = "..." if off + context < len(raw) else ""
-        lines.append(f"cut {k} at byte {off:>4}: {more_l}{_show_bytes(left)} | {_show_bytes(right)}{more_r}")
+        lines.append(f"cut {k} at byte {off:>4}: {more_l}{visible_bytes(left)} | {visible_bytes(right)}{more_r}")
     return "\n".join(lines)
 
 
-def _show_bytes(b: bytes) -> str:
+def visible_bytes(b: bytes) -> str:
+    """Bytes as printable ASCII with CR, LF, backslash and every non-ASCII byte escaped (\\r, \\n, \\xNN)."""
     out = []
     for byte in b:
         if byte == 0x0A:

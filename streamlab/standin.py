@@ -612,10 +612,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         if self.request_version == "HTTP/0.9":  # an unparsable request line: still answer with HTTP/1.1 headers
             self.request_version = "HTTP/1.1"
+        if code == 501:  # http.server's "Unsupported method": for an API client that is a 405
+            code, message = 405, f"method {self.command!r} is not allowed here"
         try:
+            self._discard_input()
             self._send_json(code, _error_obj(message or explain or "bad request", "invalid_request_error"))
         except OSError:
             pass
+
+    def _discard_input(self, limit: int = 16 * 1024 * 1024) -> None:
+        """Read and drop what the client already sent (at most `limit` bytes, waiting 50 ms at most for
+        more). Closing a socket with unread input makes the kernel reset the connection, and the client
+        would lose the error reply it is owed."""
+        sock = self.connection
+        dropped = 0
+        try:
+            while dropped < limit:
+                readable, _, _ = select.select([sock], [], [], 0.05)
+                if not readable:
+                    return
+                data = sock.recv(65536)
+                if not data:
+                    return
+                dropped += len(data)
+        except (OSError, ValueError):
+            return
 
     def _send_json(self, status: int, obj: Any, headers: Iterable[tuple[str, str]] = (),
                    rec: _Rec | None = None) -> None:
@@ -678,6 +699,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._route("PATCH")
 
+    def do_HEAD(self) -> None:
+        self.close_connection = True  # the error body that follows is not expected after HEAD: do not reuse
+        self._route("HEAD")
+
+    def do_OPTIONS(self) -> None:
+        self._route("OPTIONS")
+
+    def do_TRACE(self) -> None:
+        self._route("TRACE")
+
     def _route(self, method: str) -> None:
         headers = {k.lower(): v for k, v in self.headers.items()}
         rec = self.standin._new_record(method, self.path, headers)
@@ -723,9 +754,10 @@ class _Handler(BaseHTTPRequestHandler):
                    "/v1/responses and /v1/responses/{id}", code="unknown_url")
 
     def _drain(self, rec: _Rec) -> bytes | None:
-        """Read the request body, or send a 4xx and return None. Oversized bodies are refused unread."""
+        """Read the request body, or send a 4xx and return None. Oversized bodies are refused (and dropped)."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             self.close_connection = True
+            self._discard_input()
             self._fail(rec, 411, "chunked request bodies are not supported: send Content-Length")
             return None
         length_text = self.headers.get("Content-Length")
@@ -741,6 +773,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if length > self.standin.max_body_bytes:
             self.close_connection = True
+            self._discard_input()
             self._fail(rec, 413, f"request body of {length} bytes exceeds the stand-in's limit of "
                        f"{self.standin.max_body_bytes} bytes")
             return None

@@ -65,6 +65,9 @@ SCRIPT = {
     "stall": Episode([Send(CHAT[0]), Stall()]),
     "pings": Episode([Send(CHAT[0])] + [Wait(0.02), KeepAlive()] * 500),
     "ids": Episode([Send(shapes.sse_frame(f"part {i}", id=str(i))) for i in range(1, 6)]),
+    "late_stall": Episode([Send(CHAT[0]), Wait(0.5), Send(CHAT[1]), Stall()]),
+    "keepalive_events": Episode([Send(RESP[0])] + [Wait(0.02), Send(shapes.sse_frame('{"type": "keepalive"}',
+                                                                                      event="keepalive"))] * 500),
 }
 
 
@@ -296,6 +299,31 @@ def test_deadline_is_distinct_from_the_read_timeout(server):
             pass
     assert stream.end_reason == "deadline" and not isinstance(info.value, ReadTimeout)
     assert 0.3 <= time.perf_counter() - t0 < 10  # well before the 30 s read timeout
+
+
+def test_deadline_interrupts_a_read_already_waiting(server):
+    # The read that stalls starts at about 0.5 s. httpx's own read timeout (clipped to the deadline, 0.8 s)
+    # would only fire at about 1.3 s; the deadline watchdog stops it at 0.8 s.
+    t0 = time.perf_counter()
+    with pytest.raises(DeadlineExceeded), \
+            stream_chat(server.base_url, {"model": "late_stall"}, read_timeout=30, deadline=0.8) as stream:
+        for _ in stream:
+            pass
+    assert 0.8 <= time.perf_counter() - t0 < 1.25
+    assert len(stream.events) == 2
+
+
+def test_idle_timeout_counts_only_what_is_content(server):
+    def is_content(ev) -> bool:
+        return ev.event != "keepalive"
+
+    with pytest.raises(IdleTimeout) as info, stream_responses(
+        server.base_url, {"model": "keepalive_events"}, idle_timeout=0.2, is_content=is_content
+    ) as stream:
+        for _ in stream:
+            pass
+    assert info.value.events_received > 1  # keep-alive events were delivered, yet the stream counts as idle
+    assert {e.type for e in stream.events[1:]} == {"keepalive"}
 
 
 def test_deadline_while_bytes_keep_coming(server):

@@ -281,6 +281,9 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
         ("GET", "/v1/responses/missing", b"", {}, 404, "No response found"),
         ("POST", "/v1/responses/missing/cancel", b"", {}, 404, "No response found"),
         ("POST", "/v1/chat/completions", b"x" * 2000, {}, 413, "exceeds"),
+        ("POST", "/v1/chat/completions", b"x" * 3_000_000, {}, 413, "exceeds"),
+        ("OPTIONS", "/v1/chat/completions", b"", {}, 405, "not allowed"),
+        ("TRACE", "/v1/responses", b"", {}, 405, "not allowed"),
     ],
 )
 def test_malformed_requests_get_openai_shaped_errors_and_the_server_keeps_serving(
@@ -544,6 +547,7 @@ def test_cli_standin_serves_a_scenario_until_ctrl_c():
         out, err = proc.communicate(timeout=10)
         assert proc.returncode == 0, err
         assert "stopped after 1 request(s)" in out and "Traceback" not in err
+        assert "POST /v1/chat/completions model=scheduled status=200 complete" in out
     finally:
         if proc.poll() is None:
             proc.kill()

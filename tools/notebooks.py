@@ -33,6 +33,19 @@ def execute(path: Path) -> nbformat.NotebookNode:
     return canonical(nb)
 
 
+def merge_streams(outputs: list) -> list:
+    """Join consecutive stream outputs of the same name: how a kernel splits printed text into messages
+    depends on timing, so only the joined text is meaningful."""
+    merged: list = []
+    for out in outputs:
+        if out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream" \
+                and merged[-1].get("name") == out.get("name"):
+            merged[-1]["text"] = merged[-1]["text"] + out["text"]
+        else:
+            merged.append(out)
+    return merged
+
+
 def canonical(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     nb.metadata.pop("widgets", None)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -40,6 +53,7 @@ def canonical(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code":
+            cell.outputs = merge_streams(cell.outputs)
             for out in cell.outputs:
                 out.get("metadata", {}).pop("transient", None)
     return nb
@@ -54,7 +68,7 @@ def sanitizers() -> list[tuple[re.Pattern[str], str]]:
 def comparable(cell: nbformat.NotebookNode, subs: list[tuple[re.Pattern[str], str]]) -> list[str]:
     """The text of a cell's outputs as nbval compares them (images and widget views dropped)."""
     texts = []
-    for out in cell.get("outputs", []):
+    for out in merge_streams(cell.get("outputs", [])):
         if out.output_type == "stream":
             texts.append(f"{out.name}: {out.text}")
         elif out.output_type in ("execute_result", "display_data"):
