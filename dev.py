@@ -65,7 +65,10 @@ def lab(extra: list[str]) -> None:
     setup()
     log("starting JupyterLab on the labs (Ctrl-C to stop)")
     os.chdir(ROOT)
-    os.execve(str(BIN / "jupyter"), [str(BIN / "jupyter"), "lab", "--notebook-dir", str(NOTEBOOKS), *extra], ENV)
+    args = [str(BIN / "jupyter"), "lab", "--notebook-dir", str(NOTEBOOKS)]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--allow-root")  # containers and CI machines often run as root; Jupyter refuses otherwise
+    os.execve(args[0], [*args, *extra], ENV)
 
 
 def notebooks(names: list[str]) -> list[Path]:
@@ -78,12 +81,15 @@ def test(extra: list[str]) -> None:
     setup()
     run(PY, "-m", "ruff", "check", "streamlab", "tests", "benchmarks", "tools", "dev.py")
     books = [str(p.relative_to(ROOT)) for p in notebooks([])]
+    # Committed outputs must be what the canonical command produces (fresh kernel, no diff)...
+    run(PY, str(ROOT / "tools" / "notebooks.py"), "check", *books)
+    # ...then the unit tests and strict nbval (outputs compared, never --nbval-lax), last so that
+    # pytest's summary closes the log.
     run(
         PY, "-m", "pytest", "tests", *books,
         "--nbval", "--nbval-sanitize-with", "notebooks/sanitize.cfg", "--nbval-cell-timeout", "120",
         "-W", "error::ResourceWarning", *extra,
     )
-    run(PY, str(ROOT / "tools" / "notebooks.py"), "check", *books)
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ on it; it makes no decision for them.
     print(stream.end_reason)                    # "complete"
 
 How a stream ends is always explicit, twice: `stream.end_reason` says it in one word, and every ending
-other than "complete" and "cancelled" raises a `StreamError` subclass out of the `for` loop:
+other than "complete" and "cancelled" raises out of the `for` loop (a `StreamError` subclass, or the
+parser's own `SSELimitError`, a `ValueError`, when the server sends an absurdly long line):
 
 | end_reason         | raised              | meaning                                                            |
 |--------------------|---------------------|--------------------------------------------------------------------|
@@ -27,6 +28,7 @@ other than "complete" and "cancelled" raises a `StreamError` subclass out of the
 | "idle_timeout"     | `IdleTimeout`       | bytes arrived but no content event for `idle_timeout` seconds      |
 | "deadline"         | `DeadlineExceeded`  | the whole request took longer than `deadline` seconds              |
 | "incomplete_event" | `IncompleteEvent`   | the body ended cleanly but in the middle of an event               |
+| "limit_exceeded"   | `sse.SSELimitError` | a line or event outgrew the parser's bounds; the connection closes |
 
 `stream.mid_event` tells whether the stream stopped inside an unfinished event (the parser's `close()`);
 the unfinished event is never yielded. Events already yielded stay yielded, and `stream.events` and
@@ -48,7 +50,7 @@ from typing import Any
 
 import httpx
 
-from .sse import SSEEvent, SSEParser
+from .sse import SSEEvent, SSELimitError, SSEParser
 
 __all__ = [
     "TimedEvent",
@@ -254,7 +256,8 @@ class _Base:
         self.error: StreamError | None = None
         self._iterating = False
         self._deadline_hit = False
-        self._pending: StreamError | None = None  # raised after the events of the current chunk are yielded
+        self._pending: Exception | None = None  # raised after the events of the current chunk are yielded
+        self._parser_closed = False
 
     # -- what was received --
 
@@ -333,8 +336,17 @@ class _Base:
         self.chunks.append((now, len(chunk)))
         self._raw += chunk
         elapsed = now - (self.started_at or now)
-        out = [TimedEvent(ev, now, elapsed) for ev in self.parser.feed(chunk)]
+        try:
+            parsed = self.parser.feed(chunk)
+        except SSELimitError as exc:  # hand out the events completed before the oversized line, then raise
+            parsed = exc.events
+            self._parser_closed = True
+            self.end_reason = "limit_exceeded"
+            self._pending = exc
+        out = [TimedEvent(ev, now, elapsed) for ev in parsed]
         self.events.extend(out)
+        if self._pending is not None:
+            return out
         if self.last_content_at is None:
             self.last_content_at = self.headers_at or now
         if any(self.is_content is None or self.is_content(t.event) for t in out):
@@ -344,9 +356,15 @@ class _Base:
                              f"(idle_timeout={self.idle_timeout:g} s) although bytes kept arriving")
         return out
 
+    def _close_parser(self) -> None:
+        """Tell the parser the stream ended (once); remember whether it stopped inside an event."""
+        if not self._parser_closed:
+            self._parser_closed = True
+            self.mid_event = self.parser.close()
+
     def _finish_clean(self) -> None:
         """The body ended with its proper terminator: complete, unless it stopped inside an event."""
-        self.mid_event = self.parser.close()
+        self._close_parser()
         if self.mid_event:
             raise self._fail(IncompleteEvent, "the body ended inside an unfinished event "
                              f"after {len(self.events)} complete event(s); the unfinished event was discarded")
@@ -354,8 +372,7 @@ class _Base:
 
     def _transport_failure(self, exc: Exception) -> StreamError:
         """Classify an httpx exception raised while reading the body."""
-        if not self.parser._closed:
-            self.mid_event = self.parser.close()
+        self._close_parser()
         where = f"after {len(self.events)} event(s) and {len(self._raw)} byte(s)"
         if self._deadline_hit or (self.deadline is not None and self._elapsed() >= self.deadline):
             return self._fail(DeadlineExceeded, f"deadline of {self.deadline:g} s exceeded {where}")
@@ -513,8 +530,7 @@ class EventStream(_Base):
         """Cancel: close the connection now (end_reason "cancelled" unless it had already ended)."""
         if self.end_reason is None:
             self.end_reason = "cancelled"
-            if not self.parser._closed:
-                self.mid_event = self.parser.close()
+            self._close_parser()
         self._release()
 
     def _release(self) -> None:
@@ -626,8 +642,7 @@ class AsyncEventStream(_Base):
                     break
                 except asyncio.TimeoutError as exc:
                     self._deadline_hit = True
-                    if not self.parser._closed:
-                        self.mid_event = self.parser.close()
+                    self._close_parser()
                     raise self._fail(DeadlineExceeded, f"deadline of {self.deadline:g} s exceeded after "
                                      f"{len(self.events)} event(s) and {len(self._raw)} byte(s)") from exc
                 if not chunk:
@@ -662,8 +677,7 @@ class AsyncEventStream(_Base):
         """Cancel: close the connection now (end_reason "cancelled" unless it had already ended)."""
         if self.end_reason is None:
             self.end_reason = "cancelled"
-            if not self.parser._closed:
-                self.mid_event = self.parser.close()
+            self._close_parser()
         await self._release()
 
     async def _release(self) -> None:

@@ -21,14 +21,20 @@ How it behaves on the wire, and why:
   chunk may hold half an event or three of them, exactly as on the real network.
 * A non-streaming request (no `"stream": true`) gets one JSON body after the same total waiting time: the
   episode's `body`, or one derived from its frames.
-* Every request leaves a `RequestRecord` (what arrived, what was written, whether the client went away)
-  so labs and tests can assert on the server's side of the story.
+* Every request leaves a `RequestRecord` (what arrived, what was written and when, whether the client
+  went away) so labs and tests can assert on the server's side of the story. While it waits, the server
+  watches the socket, so a client that hangs up is noticed at once, not at the next write.
 
 Routes: `POST /v1/chat/completions`, `POST /v1/responses`, `GET /v1/responses/{id}` (JSON, or a stream with
-`stream=true` and optional `starting_after=N`), `POST /v1/responses/{id}/cancel`. A streamed request that
-carries `Last-Event-ID` resumes after the frame whose `id:` field set that ID, as the WHATWG standard
-intends for reconnecting clients. Malformed requests get an OpenAI-shaped 4xx error and the server keeps
-serving.
+`stream=true` and optional `starting_after=N`), `POST /v1/responses/{id}/cancel`. The GET route replays a
+`StoredResponse` (background mode): whole, or after sequence number N, and it can be told to cut each
+reconnection somewhere, to test a client that has to resume more than once. It replays what is stored at
+once; it does not follow an answer that is still being generated. A streamed request that carries
+`Last-Event-ID` resumes after the frame whose `id:` field set that ID, as the WHATWG standard intends for
+reconnecting clients. Malformed requests get an OpenAI-shaped 4xx error and the server keeps serving.
+
+In a notebook, use `serve(scripts)`: it stops the server the previous call started, so re-running the
+cell never leaks one. `scenario(name)` returns the named scripts `streamlab standin` serves.
 """
 
 from __future__ import annotations
@@ -579,7 +585,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "streamlab-standin"
-    sys_version = ""
+
+    def version_string(self) -> str:  # the Server header, without the Python version http.server appends
+        return self.server_version
 
     # -- plumbing --
 
@@ -589,6 +597,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.standin = self.server.standin
         with self.standin._lock:
             self.standin._conns.add(self.connection)
+            if self.standin._stopping.is_set():  # accepted while stop() ran: do not start a blocking read
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def finish(self) -> None:
         try:

@@ -31,7 +31,7 @@ from streamlab.client import (
     stream_chat,
     stream_responses,
 )
-from streamlab.sse import parse
+from streamlab.sse import SSELimitError, SSEParser, parse
 from streamlab.standin import (
     Cut,
     End,
@@ -65,6 +65,7 @@ SCRIPT = {
     "stall": Episode([Send(CHAT[0]), Stall()]),
     "pings": Episode([Send(CHAT[0])] + [Wait(0.02), KeepAlive()] * 500),
     "ids": Episode([Send(shapes.sse_frame(f"part {i}", id=str(i))) for i in range(1, 6)]),
+    "huge_line": Episode([Send(CHAT[0] + b"data: " + b"x" * 5000 + b"\n\n"), Send(CHAT[1])]),
     "late_stall": Episode([Send(CHAT[0]), Wait(0.5), Send(CHAT[1]), Stall()]),
     "keepalive_events": Episode([Send(RESP[0])] + [Wait(0.02), Send(shapes.sse_frame('{"type": "keepalive"}',
                                                                                       event="keepalive"))] * 500),
@@ -279,6 +280,17 @@ def test_a_clean_end_inside_an_event_is_an_incomplete_event(server):
     assert info.value.events_received == 3
 
 
+def test_a_line_past_the_parser_limit_raises_after_the_events_before_it(server):
+    got = []
+    with pytest.raises(SSELimitError) as info, \
+            stream_chat(server.base_url, {"model": "huge_line"}, parser=SSEParser(max_line_bytes=1000)) as stream:
+        for ev in stream:
+            got.append(ev)
+    assert info.value.limit == "max_line_bytes"
+    assert len(got) == 1 and got[0].json()["choices"][0]["delta"]["role"] == "assistant"
+    assert stream.end_reason == "limit_exceeded"
+
+
 # -- timeouts --------------------------------------------------------------------------------------
 
 
@@ -404,3 +416,27 @@ def test_async_stream_responses(server):
             return [e.type async for e in s]
 
     assert asyncio.run(run())[-1] == "response.completed"
+
+
+def test_fifty_concurrent_async_streams_all_complete():
+    # Correctness under concurrency only (timings are the benchmark's job: benchmarks/bench_load.py).
+    # A burst of 50 new connections once overflowed http.server's default listen backlog of 5.
+    n = 50
+    script = {f"c{i}": Episode(paced(shapes.chat_text_stream([f"c{i} ", "done"], model=f"c{i}"), gap=0.01))
+              for i in range(n)}
+
+    async def run(base_url: str) -> list[AsyncEventStream]:
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=n)) as shared:
+            async def one(i: int) -> AsyncEventStream:
+                async with astream_chat(base_url, {"model": f"c{i}"}, client=shared) as stream:
+                    await stream.read_all()
+                return stream
+
+            return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+    with StandIn(script) as server:
+        streams = asyncio.run(run(server.base_url))
+        assert server.wait_idle()
+        assert sorted(r.outcome for r in server.records()) == ["complete"] * n
+    assert [text_of(s.events) for s in streams] == [f"c{i} done" for i in range(n)]
+    assert all(s.end_reason == "complete" for s in streams)
