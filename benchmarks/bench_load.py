@@ -9,8 +9,14 @@ measured TTFT (first non-empty content delta, measured from sending the request)
     .venv/bin/python benchmarks/bench_load.py --threads       # 50 sync clients, one thread each
     .venv/bin/python benchmarks/bench_load.py --clients 200 --rounds 3
 
-Not a unit test: timings depend on the machine. It exits 1 if a stream fails or the p95 error exceeds
---tolerance (default 50 ms).
+Not a unit test: timings depend on the machine. It exits 1 if a stream fails, a first token arrives
+before its schedule, or the p95 error exceeds --tolerance (default 150 ms).
+
+The error is split in three with the stand-in's own records (one clock: `perf_counter` is system-wide on
+Linux, so this holds with --server-process too): from the client sending the request to the server
+reading it (connection set-up and request handling for the whole burst, on both sides), the server's
+overshoot of its scheduled wait, and from the server's write to the client's parsed event. On a 2-core
+machine nearly all of the error is the first part: the client library opening 50 connections at once.
 """
 
 from __future__ import annotations

@@ -240,7 +240,8 @@ class _Base:
         if last_event_id is not None:
             req_headers["Last-Event-ID"] = last_event_id
         self.request_headers = req_headers
-        self.parser = parser or SSEParser()
+        # On a reconnect the standard keeps the last event ID until the stream sets a new one.
+        self.parser = parser or SSEParser(last_event_id=last_event_id or "")
         self.status: int | None = None
         self.headers: httpx.Headers | None = None
         self.started_at: float | None = None
@@ -419,6 +420,20 @@ class EventStream(_Base):
     and raises `HTTPStatusError` for a non-2xx answer. Iterate to get `TimedEvent`s; see the module
     docstring for how the iteration ends. Pass `client` to reuse an `httpx.Client` (it is not closed);
     otherwise the stream makes one and closes it with the stream.
+
+    Keywords (shared with `AsyncEventStream`):
+
+    * `method` ("POST"), `headers` (extra request headers), `json` (the body, sent as JSON when not None);
+    * `last_event_id`: sent as `Last-Event-ID` and used as the parser's starting last event ID (a reconnect);
+    * `read_timeout` (30 s): longest gap between two reads of bytes, including the wait for the headers;
+    * `deadline` (None): longest time for the whole request, from sending it to the last byte;
+    * `idle_timeout` (None): longest time without a *content* event while bytes still arrive;
+      `is_content(event)` decides what counts (default: every dispatched event; comments never do);
+    * `connect_timeout` (5 s); `parser`: an `SSEParser` to use (e.g. with smaller limits).
+
+    After the stream ends: `end_reason`, `error`, `mid_event`, `events` (all `TimedEvent`s), `raw` (all
+    bytes), `chunks` (arrival time and size of each network read), `status`, `headers`, `started_at`,
+    `headers_at`, `first_byte_at`, `last_byte_at` (`time.perf_counter()` values), `last_event_id`, `retry_ms`.
     """
 
     def __init__(self, url: str, json: Any = None, *, client: httpx.Client | None = None, **kwargs: Any) -> None:

@@ -44,6 +44,7 @@ import json
 import re
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -106,7 +107,14 @@ class Stall:
 
 @dataclass(frozen=True)
 class Cut:
-    """Close the connection without the terminating zero-length chunk: the client sees a broken body."""
+    """Close the connection without the terminating zero-length chunk: the client sees a broken body.
+
+    By default the server closes politely (FIN: the client reads end-of-file mid-body). With `reset=True`
+    it aborts the connection (RST: the client gets "connection reset by peer"), as a crashed process or
+    a load balancer that gave up would.
+    """
+
+    reset: bool = False
 
 
 @dataclass(frozen=True)
@@ -888,6 +896,9 @@ class _Handler(BaseHTTPRequestHandler):
             elif isinstance(step, Cut):
                 self.close_connection = True
                 standin._update(rec, outcome="cut")
+                if step.reset:  # SO_LINGER with a zero timeout: close() sends RST instead of FIN
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
                 return
             elif isinstance(step, End):
                 break

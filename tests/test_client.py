@@ -61,6 +61,7 @@ SCRIPT = {
     "text_error": error_episode(503, "ignored"),
     "cut_mid": Episode([Send(f) for f in CHAT[:3]] + [Send(HALF_CHAR), Cut()]),
     "cut_boundary": Episode([Send(f) for f in CHAT[:3]] + [Cut()]),
+    "reset": Episode([Send(f) for f in CHAT[:3]] + [Cut(reset=True)]),
     "end_mid": Episode([Send(f) for f in CHAT[:3]] + [Send(HALF_CHAR), End()]),
     "stall": Episode([Send(CHAT[0]), Stall()]),
     "pings": Episode([Send(CHAT[0])] + [Wait(0.02), KeepAlive()] * 500),
@@ -260,6 +261,16 @@ def test_a_cut_connection_is_reported_with_what_arrived(server, model, mid_event
     assert stream.raw.endswith(HALF_CHAR if mid_event else CHAT[2])
 
 
+def test_a_reset_connection_is_reported_as_broken(server):
+    with pytest.raises(ConnectionBroken) as info, stream_chat(server.base_url, {"model": "reset"}) as stream:
+        for _ in stream:
+            pass
+    assert not info.value.mid_event and "reset" in str(info.value).lower()
+    assert stream.end_reason == "broken"
+    server.wait_idle()
+    assert server.records()[0].outcome == "cut"
+
+
 def test_async_cut(server):
     async def run() -> AsyncEventStream:
         async with astream_chat(server.base_url, {"model": "cut_mid"}) as stream:
@@ -408,6 +419,12 @@ def test_last_event_id_reconnect(server):
         assert [e.data for e in second] == ["part 3", "part 4", "part 5"]
     server.wait_idle()
     assert server.records()[-1].headers["last-event-id"] == "2"
+
+
+def test_the_last_event_id_persists_across_a_reconnect_until_the_stream_sets_one(server):
+    with stream_chat(server.base_url, {"model": "m"}, last_event_id="7") as stream:  # frames without id fields
+        events = list(stream)
+    assert {e.id for e in events} == {"7"} and stream.last_event_id == "7"
 
 
 def test_async_stream_responses(server):
