@@ -13,7 +13,7 @@ on it; it makes no decision for them.
     print(stream.end_reason)                    # "complete"
 
 How a stream ends is always explicit, twice: `stream.end_reason` says it in one word, and every ending
-other than "complete" and "cancelled" raises out of the `for` loop (a `StreamError` subclass, or the
+other than "complete" and "cancelled" raises out of the `for` loop (a `StreamEndError` subclass, or the
 parser's own `SSELimitError`, a `ValueError`, when the server sends an absurdly long line):
 
 | end_reason         | raised              | meaning                                                            |
@@ -54,7 +54,7 @@ from .sse import SSEEvent, SSELimitError, SSEParser
 
 __all__ = [
     "TimedEvent",
-    "StreamError",
+    "StreamEndError",
     "HTTPStatusError",
     "NotAnEventStream",
     "ConnectError",
@@ -117,8 +117,11 @@ class TimedEvent:
 # --- errors ---------------------------------------------------------------------------------------
 
 
-class StreamError(Exception):
+class StreamEndError(Exception):
     """Base class: the stream did not end cleanly. Carries what was received before the failure.
+
+    (Not to be confused with `streamlab.accumulate.StreamError`: an error object the server sent *inside*
+    a 200 stream, which the transport delivers as an ordinary event.)
 
     `events_received` and `bytes_received` count what arrived (the events are in `stream.events`),
     `mid_event` tells whether it stopped inside an unfinished event, `elapsed` is seconds since the
@@ -136,7 +139,7 @@ class StreamError(Exception):
         self.elapsed = elapsed
 
 
-class HTTPStatusError(StreamError):
+class HTTPStatusError(StreamEndError):
     """The server answered with a non-2xx status before any stream.
 
     `status` is the code, `headers` the response headers (case-insensitive, e.g. `retry-after-ms`),
@@ -162,43 +165,43 @@ class NotAnEventStream(HTTPStatusError):
     end_reason = "not_event_stream"
 
 
-class ConnectError(StreamError):
+class ConnectError(StreamEndError):
     """No response arrived: the connection was refused, reset or closed before the status line."""
 
     end_reason = "connect_error"
 
 
-class ConnectionBroken(StreamError):
+class ConnectionBroken(StreamEndError):
     """The connection died after the response started: closed without the end of the body, or reset."""
 
     end_reason = "broken"
 
 
-class ReadTimeout(StreamError):
+class ReadTimeout(StreamEndError):
     """No byte arrived for `read_timeout` seconds (the gap between bytes, not the total)."""
 
     end_reason = "read_timeout"
 
 
-class IdleTimeout(StreamError):
+class IdleTimeout(StreamEndError):
     """Bytes kept arriving (keep-alive comments, say) but no content event for `idle_timeout` seconds."""
 
     end_reason = "idle_timeout"
 
 
-class DeadlineExceeded(StreamError):
+class DeadlineExceeded(StreamEndError):
     """The whole request, from sending it to the last byte, took longer than `deadline` seconds."""
 
     end_reason = "deadline"
 
 
-class IncompleteEvent(StreamError):
+class IncompleteEvent(StreamEndError):
     """The body ended cleanly (terminating chunk) but inside an event, which is therefore discarded."""
 
     end_reason = "incomplete_event"
 
 
-RETRYABLE_TRANSPORT_ERRORS: tuple[type[StreamError], ...] = (ConnectError, ConnectionBroken, ReadTimeout)
+RETRYABLE_TRANSPORT_ERRORS: tuple[type[StreamEndError], ...] = (ConnectError, ConnectionBroken, ReadTimeout)
 """Transport failures a retry policy may retry (only while nothing has reached the caller yet)."""
 
 
@@ -254,7 +257,7 @@ class _Base:
         self._raw = bytearray()
         self.end_reason: str | None = None
         self.mid_event = False
-        self.error: StreamError | None = None
+        self.error: StreamEndError | None = None
         self._iterating = False
         self._deadline_hit = False
         self._pending: Exception | None = None  # raised after the events of the current chunk are yielded
@@ -302,7 +305,7 @@ class _Base:
             kwargs["json"] = self.body
         return client.build_request(self.method, self.url, **kwargs)
 
-    def _fail(self, cls: type[StreamError], message: str) -> StreamError:
+    def _fail(self, cls: type[StreamEndError], message: str) -> StreamEndError:
         exc = cls(message, events_received=len(self.events), bytes_received=len(self._raw),
                   mid_event=self.mid_event, elapsed=self._elapsed())
         self.end_reason = cls.end_reason
@@ -371,7 +374,7 @@ class _Base:
                              f"after {len(self.events)} complete event(s); the unfinished event was discarded")
         self.end_reason = "complete"
 
-    def _transport_failure(self, exc: Exception) -> StreamError:
+    def _transport_failure(self, exc: Exception) -> StreamEndError:
         """Classify an httpx exception raised while reading the body."""
         self._close_parser()
         where = f"after {len(self.events)} event(s) and {len(self._raw)} byte(s)"
@@ -382,7 +385,7 @@ class _Base:
         state = "inside an unfinished event" if self.mid_event else "on an event boundary"
         return self._fail(ConnectionBroken, f"connection broken {where}, {state}: {exc}")
 
-    def _open_failure(self, exc: Exception) -> StreamError:
+    def _open_failure(self, exc: Exception) -> StreamEndError:
         """Classify an httpx exception raised before the response headers arrived."""
         if self.deadline is not None and self._elapsed() >= self.deadline:
             return self._fail(DeadlineExceeded, f"deadline of {self.deadline:g} s exceeded before the response")

@@ -165,6 +165,19 @@ def _reconnectable(exc: BaseException) -> bool:
     return isinstance(exc, (ConnectError, ConnectionBroken, IncompleteEvent, ReadTimeout))
 
 
+def _record_drop(conn: Connection, exc: Exception, connections: list[Connection]) -> None:
+    """Write down why a connection ended; re-raise unless reconnecting can help (an HTTP error cannot)."""
+    from .client import HTTPStatusError
+
+    if isinstance(exc, HTTPStatusError):
+        conn.end_reason, conn.error = exc.end_reason, str(exc)
+        raise ResumeError(f"reconnecting failed with HTTP {exc.status}", connections) from exc
+    conn.end_reason = getattr(exc, "end_reason", type(exc).__name__)
+    conn.error = str(exc).split(":")[0]
+    if not _reconnectable(exc):
+        raise exc
+
+
 class ResumableResponseStream:
     """A Responses background stream that survives dropped connections.
 
@@ -235,8 +248,6 @@ class ResumableResponseStream:
         return self.stream
 
     def __iter__(self) -> Iterator[Any]:
-        from .client import HTTPStatusError
-
         idle = 0  # reconnects in a row that brought nothing new
         while not self._closed:
             stream = self._open()
@@ -260,14 +271,8 @@ class ResumableResponseStream:
                             self.terminal = payload["type"]
                         yield timed
                 conn.end_reason = stream.end_reason
-            except HTTPStatusError as exc:
-                conn.end_reason, conn.error = exc.end_reason, str(exc)
-                raise ResumeError(f"reconnecting failed with HTTP {exc.status}", self.connections) from exc
             except Exception as exc:
-                conn.end_reason = getattr(exc, "end_reason", type(exc).__name__)
-                conn.error = str(exc).split(":")[0]
-                if not _reconnectable(exc):
-                    raise
+                _record_drop(conn, exc, self.connections)
             if self.terminal is not None or self._closed or stream.end_reason == "cancelled":
                 return
             if self.response_id is None:
@@ -360,7 +365,7 @@ class LastEventIdStream:
         return SSEParser(last_event_id=self.last_event_id)
 
     def __iter__(self) -> Iterator[Any]:
-        from .client import EventStream, HTTPStatusError
+        from .client import EventStream
 
         idle = 0
         while not self._closed:
@@ -382,14 +387,8 @@ class LastEventIdStream:
                             self.finished = True
                         yield timed
                 conn.end_reason = stream.end_reason
-            except HTTPStatusError as exc:
-                conn.end_reason, conn.error = exc.end_reason, str(exc)
-                raise ResumeError(f"reconnecting failed with HTTP {exc.status}", self.connections) from exc
             except Exception as exc:
-                conn.end_reason = getattr(exc, "end_reason", type(exc).__name__)
-                conn.error = str(exc).split(":")[0]
-                if not _reconnectable(exc):
-                    raise
+                _record_drop(conn, exc, self.connections)
             finally:
                 self.last_event_id = stream.last_event_id
                 if stream.retry_ms is not None:

@@ -309,9 +309,9 @@ class _RetryingBase:
         """Record a failed attempt; the decision when it may be retried, None when `exc` must propagate."""
         result = _result_from_exception(exc, delivered)
         if result is None:
-            from .client import StreamError as ClientStreamError
+            from .client import StreamEndError
 
-            if isinstance(exc, ClientStreamError):  # a deadline, an idle stall...: recorded, never retried
+            if isinstance(exc, StreamEndError):  # a deadline, an idle stall...: recorded, never retried
                 failed = AttemptResult(error=f"{type(exc).__name__}: {exc}", events_delivered=delivered)
                 why = f"{type(exc).__name__} is not a failure that a retry can fix"
                 self.attempts.append(Attempt(number, started, self._now(), failed, Decision(False, 0.0, why)))

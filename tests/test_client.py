@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 
 import httpx
@@ -22,7 +21,7 @@ from streamlab.client import (
     IncompleteEvent,
     NotAnEventStream,
     ReadTimeout,
-    StreamError,
+    StreamEndError,
     TimedEvent,
     aresume_response,
     astream_chat,
@@ -73,14 +72,7 @@ SCRIPT = {
 }
 
 
-@pytest.fixture(autouse=True)
-def no_leaked_threads():
-    before = threading.active_count()
-    yield
-    deadline = time.monotonic() + 5
-    while threading.active_count() > before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert threading.active_count() == before, [t.name for t in threading.enumerate()]
+pytestmark = pytest.mark.usefixtures("no_leaked_threads")  # see conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -389,7 +381,7 @@ def test_timeouts_must_be_positive():
 def test_every_failure_is_a_stream_error():
     for cls in (HTTPStatusError, ConnectError, ConnectionBroken, ReadTimeout, IdleTimeout, DeadlineExceeded,
                 IncompleteEvent, NotAnEventStream):
-        assert issubclass(cls, StreamError)
+        assert issubclass(cls, StreamEndError)
 
 
 # -- resuming --------------------------------------------------------------------------------------

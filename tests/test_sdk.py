@@ -7,29 +7,20 @@ wire shapes are the ones a production client expects.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
+import openai  # a declared dependency: a missing SDK must fail, not skip
 import pytest
 
-openai = pytest.importorskip("openai")
-
-from streamlab import shapes  # noqa: E402
-from streamlab.standin import Episode, Send, StandIn, error_episode, paced  # noqa: E402
+from streamlab import shapes
+from streamlab.standin import Episode, Send, StandIn, error_episode, paced
 
 WORDS = ["Hel", "lo ", "w\u00f6rld"]
 CHAT = shapes.chat_text_stream(WORDS, model="m")
 RESP = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], model="r")
 
 
-@pytest.fixture(autouse=True)
-def no_leaked_threads():
-    before = threading.active_count()
-    yield
-    deadline = time.monotonic() + 5
-    while threading.active_count() > before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert threading.active_count() == before, [t.name for t in threading.enumerate()]
+pytestmark = pytest.mark.usefixtures("no_leaked_threads")  # see conftest.py
 
 
 def script() -> dict:

@@ -41,15 +41,7 @@ CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="m")
 RESP = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], model="r")
 
 
-@pytest.fixture(autouse=True)
-def no_leaked_threads():
-    """Every test must leave the thread count where it found it (servers joined, no watchdogs left)."""
-    before = threading.active_count()
-    yield
-    deadline = time.monotonic() + 5
-    while threading.active_count() > before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert threading.active_count() == before, [t.name for t in threading.enumerate()]
+pytestmark = pytest.mark.usefixtures("no_leaked_threads")  # see conftest.py
 
 
 def post(client: httpx.Client, server: StandIn, path: str, body: object, **kw) -> httpx.Response:
