@@ -21,13 +21,12 @@ with them: the cut classifier, the heatmap, the bar chart and the split explorer
 from __future__ import annotations
 
 import codecs
-import html
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .fixtures import Fixture
-from .fuzz import ALL_FIELDS, Contender, HarnessResult, ParseResult, check, show_split
+from .fuzz import ALL_FIELDS, Contender, ParseResult, check, show_split
 from .sse import SSEEvent
 
 __all__ = [
@@ -55,10 +54,7 @@ __all__ = [
     "found_in",
     "cut_kind",
     "split_kinds",
-    "plot_share_heatmap",
-    "plot_strategy_bars",
     "split_explorer_text",
-    "split_explorer",
 ]
 
 _EOL = re.compile(r"\r\n|\r|\n")
@@ -667,58 +663,8 @@ def split_kinds(raw: bytes, cuts: Sequence[int]) -> str:
 
 
 # =====================================================================================================
-# Plots: the lab's heatmap and bar chart (matplotlib Figures, not pyplot, so nothing leaks).
-# =====================================================================================================
-
-
-def plot_share_heatmap(
-    result: HarnessResult, contenders: Sequence[str] | None = None, fixtures: Sequence[str] | None = None
-) -> Any:
-    """Heatmap, contenders x fixtures, of the share of runs (all strategies) that were correct."""
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    rows = list(contenders or result.contenders)
-    cols = list(fixtures or result.fixtures)
-    grid = np.array([[result.share(c, f) for f in cols] for c in rows])
-    fig = Figure(figsize=(max(6.0, 0.28 * len(cols) + 3), max(2.5, 0.32 * len(rows) + 1.8)), layout="constrained")
-    ax = fig.add_subplot()
-    image = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
-    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=7)
-    ax.set_yticks(range(len(rows)), rows, fontsize=8)
-    ax.set_title("share of runs correct (whole, byte-at-a-time, every 2-way split, random splits)")
-    fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
-    return fig
-
-
-def plot_strategy_bars(result: HarnessResult, contenders: Sequence[str] | None = None) -> Any:
-    """Grouped bars: for each contender and split strategy, the share of runs correct, averaged over fixtures.
-
-    Each fixture weighs the same (a long fixture has many more 2-way splits than a short one), so a gap,
-    wrong under every split of its fixtures, gives bars of equal height, and a chunking bug a full `whole` bar
-    next to shorter ones.
-    """
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    rows = list(contenders or result.contenders)
-    x = np.arange(len(rows))
-    width = 0.8 / len(result.strategies)
-    fig = Figure(figsize=(max(6.0, 0.6 * len(rows) + 2), 4.0), layout="constrained")
-    ax = fig.add_subplot()
-    for k, strategy in enumerate(result.strategies):
-        shares = [float(np.mean([result.cell(c, f, strategy).share for f in result.fixtures])) for c in rows]
-        ax.bar(x + (k - (len(result.strategies) - 1) / 2) * width, shares, width, label=strategy)
-    ax.set_xticks(x, rows, rotation=45, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("share of runs correct\n(mean over fixtures)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_title("the same parsers, four ways of cutting the same bytes")
-    return fig
-
-
-# =====================================================================================================
-# Split explorer (lab 02): choose a fixture, slide one cut, see both chunks and every parser's events.
+# Split explorer text (lab 02): the bytes either side of one cut and every parser's events; the
+# interactive version is streamlab.widgets.split_explorer.
 # =====================================================================================================
 
 
@@ -738,46 +684,3 @@ def split_explorer_text(fixture: Fixture, contenders: Sequence[Contender], cut: 
         else:  # the problem says what differed (events, retry, id, truncated) or what was raised
             lines.append(f"{contender.name:<{width}}  WRONG: {trial.problem}")
     return "\n".join(lines)
-
-
-def split_explorer(fixtures: Sequence[Fixture], contenders: Sequence[Contender], fixture: str | None = None) -> Any:
-    """ipywidgets explorer: pick a fixture and parsers, slide the cut offset, read `split_explorer_text`.
-
-    Returns an `ipywidgets.VBox`; show it as the last expression of a cell marked `# NBVAL_IGNORE_OUTPUT`.
-    """
-    import ipywidgets as w
-
-    by_name = {f.name: f for f in fixtures}
-    names = sorted(by_name)
-    pick = w.Dropdown(options=names, value=fixture if fixture in by_name else names[0], description="fixture")
-    who = w.SelectMultiple(
-        options=[c.name for c in contenders],
-        value=tuple(c.name for c in contenders),
-        rows=min(8, len(contenders)),
-        description="parsers",
-    )
-    cut = w.IntSlider(
-        value=0,
-        min=0,
-        max=len(by_name[pick.value].raw),
-        description="cut at byte",
-        continuous_update=True,
-        layout=w.Layout(width="40em"),
-    )
-    out = w.HTML()
-
-    def redraw(_change: object = None) -> None:
-        chosen = [c for c in contenders if c.name in who.value]
-        text = split_explorer_text(by_name[pick.value], chosen, cut.value)
-        out.value = "<pre>" + html.escape(text) + "</pre>"
-
-    def new_fixture(_change: object = None) -> None:
-        cut.max = len(by_name[pick.value].raw)
-        cut.value = min(cut.value, cut.max)
-        redraw()
-
-    pick.observe(new_fixture, names="value")
-    who.observe(redraw, names="value")
-    cut.observe(redraw, names="value")
-    redraw()
-    return w.VBox([pick, who, cut, out])

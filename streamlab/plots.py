@@ -20,9 +20,12 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .fuzz import HarnessResult
 from .timing import Schedule, Timing, illustrative_blank_share
 
-__all__ = ["plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS"]
+__all__ = [
+    "plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS", "plot_share_heatmap", "plot_strategy_bars",
+]
 
 DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 """Answer lengths (tokens) on the blank-share figure's x axis."""
@@ -131,4 +134,49 @@ def plot_blank_share(
     ax.set_title(f"ILLUSTRATIVE numbers: TTFT {ttft:.2f} s, one token every {gap:.3f} s")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="center right", fontsize="small")
+    return fig
+
+
+# =====================================================================================================
+# Lab 02: the split harness's heatmap and bar chart (Figures, not pyplot, so nothing leaks).
+# =====================================================================================================
+
+
+def plot_share_heatmap(
+    result: HarnessResult, contenders: Sequence[str] | None = None, fixtures: Sequence[str] | None = None
+) -> Figure:
+    """Heatmap, contenders x fixtures, of the share of runs (all strategies) that were correct."""
+    rows = list(contenders or result.contenders)
+    cols = list(fixtures or result.fixtures)
+    grid = np.array([[result.share(c, f) for f in cols] for c in rows])
+    fig = Figure(figsize=(max(6.0, 0.28 * len(cols) + 3), max(2.5, 0.32 * len(rows) + 1.8)), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_title("share of runs correct (whole, byte-at-a-time, every 2-way split, random splits)")
+    fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
+    return fig
+
+
+def plot_strategy_bars(result: HarnessResult, contenders: Sequence[str] | None = None) -> Figure:
+    """Grouped bars: for each contender and split strategy, the share of runs correct, averaged over fixtures.
+
+    Each fixture weighs the same (a long fixture has many more 2-way splits than a short one), so a gap,
+    wrong under every split of its fixtures, gives bars of equal height, and a chunking bug a full `whole` bar
+    next to shorter ones.
+    """
+    rows = list(contenders or result.contenders)
+    x = np.arange(len(rows))
+    width = 0.8 / len(result.strategies)
+    fig = Figure(figsize=(max(6.0, 0.6 * len(rows) + 2), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for k, strategy in enumerate(result.strategies):
+        shares = [float(np.mean([result.cell(c, f, strategy).share for f in result.fixtures])) for c in rows]
+        ax.bar(x + (k - (len(result.strategies) - 1) / 2) * width, shares, width, label=strategy)
+    ax.set_xticks(x, rows, rotation=45, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("share of runs correct\n(mean over fixtures)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title("the same parsers, four ways of cutting the same bytes")
     return fig

@@ -7,7 +7,12 @@ none re-implements their logic.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .fixtures import Fixture
+    from .fuzz import Contender
 
 # =====================================================================================================
 # TTFT explorer (lab 04): sliders for TTFT, inter-token gap and answer length, ILLUSTRATIVE arithmetic.
@@ -77,3 +82,55 @@ def ttft_explorer(ttft: float = 0.4, gap: float = 0.02, n_tokens: int = 500) -> 
         s.observe(redraw, names="value")
     redraw()
     return w.VBox([s_ttft, s_gap, s_n, text, out])
+
+
+# ===================================================================================================
+# Lab 02: the split explorer: choose a fixture, slide one cut, see both chunks and every parser's events.
+# ===================================================================================================
+
+
+def split_explorer(fixtures: Sequence[Fixture], contenders: Sequence[Contender], fixture: str | None = None) -> Any:
+    """ipywidgets explorer: pick a fixture and parsers, slide the cut offset, read `split_explorer_text`.
+
+    Returns an `ipywidgets.VBox`; show it as the last expression of a cell marked `# NBVAL_IGNORE_OUTPUT`.
+    """
+    import html
+
+    import ipywidgets as w
+
+    from .broken import split_explorer_text
+
+    by_name = {f.name: f for f in fixtures}
+    names = sorted(by_name)
+    pick = w.Dropdown(options=names, value=fixture if fixture in by_name else names[0], description="fixture")
+    who = w.SelectMultiple(
+        options=[c.name for c in contenders],
+        value=tuple(c.name for c in contenders),
+        rows=min(8, len(contenders)),
+        description="parsers",
+    )
+    cut = w.IntSlider(
+        value=0,
+        min=0,
+        max=len(by_name[pick.value].raw),
+        description="cut at byte",
+        continuous_update=True,
+        layout=w.Layout(width="40em"),
+    )
+    out = w.HTML()
+
+    def redraw(_change: object = None) -> None:
+        chosen = [c for c in contenders if c.name in who.value]
+        text = split_explorer_text(by_name[pick.value], chosen, cut.value)
+        out.value = "<pre>" + html.escape(text) + "</pre>"
+
+    def new_fixture(_change: object = None) -> None:
+        cut.max = len(by_name[pick.value].raw)
+        cut.value = min(cut.value, cut.max)
+        redraw()
+
+    pick.observe(new_fixture, names="value")
+    who.observe(redraw, names="value")
+    cut.observe(redraw, names="value")
+    redraw()
+    return w.VBox([pick, who, cut, out])

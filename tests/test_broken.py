@@ -16,10 +16,7 @@ from streamlab.broken import (
     cut_kind,
     gallery,
     gallery_contender,
-    plot_share_heatmap,
-    plot_strategy_bars,
     run_parser,
-    split_explorer,
     split_explorer_text,
     split_kinds,
 )
@@ -27,7 +24,9 @@ from streamlab.exercises import verdict
 from streamlab.exercises.lab02 import PRACTICE2_FIXTURES, check_repair
 from streamlab.fixtures import load_fixtures
 from streamlab.fuzz import ALL_FIELDS, Contender, check, run_harness, smallest_failing_split, streamlab_contender
+from streamlab.plots import plot_share_heatmap, plot_strategy_bars
 from streamlab.sse import SSEEvent, SSEParser
+from streamlab.widgets import split_explorer
 
 FIXTURES = {f.name: f for f in load_fixtures()}
 
