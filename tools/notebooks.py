@@ -27,7 +27,8 @@ SKIP = "# NBVAL_SKIP"
 def execute(path: Path) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=180, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(path.parent)}}
+        nb, timeout=180, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(path.parent)}},
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up banner warnings in the CI log
     )
     client.execute()
     return canonical(nb)
