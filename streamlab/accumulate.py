@@ -266,14 +266,14 @@ class ChatAccumulator(_Base):
         delta = choice.get("delta") or {}
         if delta.get("role"):
             self.role[i] = delta["role"]  # a server may repeat it on every chunk; same value, no harm
-        if isinstance(delta.get("content"), str):
-            self.text[i] = self.text.get(i, "") + delta["content"]
-        if isinstance(delta.get("refusal"), str):
-            self.refusal[i] = self.refusal.get(i, "") + delta["refusal"]
-        for frag in delta.get("tool_calls") or []:
-            if not isinstance(frag, dict) or not isinstance(frag.get("index"), int):
+        for store, key in ((self.text, "content"), (self.refusal, "refusal")):
+            piece = delta.get(key)
+            if isinstance(piece, str):  # null (or absent) on chunks that carry something else
+                store[i] = store.get(i, "") + piece
+        for fragment in delta.get("tool_calls") or ():
+            if not isinstance(fragment, dict) or not isinstance(fragment.get("index"), int):
                 raise FrameError(f"a tool-call fragment of choice {i} has no integer 'index'", event, self.events)
-            self._fragment(i, frag)
+            self._fragment(i, fragment)
         if choice.get("finish_reason"):  # null, or left out, until the choice ends
             self.finish_reason[i] = choice["finish_reason"]
 
@@ -460,7 +460,8 @@ class ResponsesAccumulator(_Base):
             resp = obj.get("response") or {}
             self.response = resp
             self.usage = resp.get("usage")
-            self.incomplete_reason = (resp.get("incomplete_details") or {}).get("reason")
+            details = resp.get("incomplete_details") or {}
+            self.incomplete_reason = details.get("reason")
             if self.status == "failed":
                 self.error = resp.get("error") or {"message": "response.failed without an error object"}
         # other known types (created, in_progress, content_part.added, annotations, reasoning...) carry

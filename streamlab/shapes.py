@@ -658,6 +658,6 @@ def responses_error_stream(
 
 def response_body(text: str, *, response_id: str = "resp_demo", model: str = "model-a") -> dict[str, Any]:
     """The non-streaming Response object for the same answer (what `response.completed` carries)."""
-    part = {"type": "output_text", "text": text, "annotations": []}
+    part = dict(type="output_text", text=text, annotations=[])
     item = {"id": "msg_demo", "type": "message", "role": "assistant", "status": "completed", "content": [part]}
     return _response(response_id, model, "completed", [item], responses_usage(output_tokens=len(text.split())))

@@ -663,10 +663,8 @@ class _Handler(BaseHTTPRequestHandler):
                    rec: _Rec | None = None) -> None:
         body = json.dumps(obj).encode("utf-8")
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in headers:
-            self.send_header(k, v)
+        for name, value in (("Content-Type", "application/json"), ("Content-Length", str(len(body))), *headers):
+            self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
@@ -854,11 +852,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _begin_stream(self, rec: _Rec, headers: Iterable[tuple[str, str]] = ()) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        for k, v in headers:
-            self.send_header(k, v)
+        # No Content-Length: the body is sent in HTTP chunks as the script plays; proxies must not cache it.
+        stream_headers = (("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache"),
+                          ("Transfer-Encoding", "chunked"))
+        for name, value in (*stream_headers, *headers):
+            self.send_header(name, value)
         self.end_headers()
         self.standin._update(rec, status=200)
 
