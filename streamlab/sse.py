@@ -237,8 +237,8 @@ class SSEParser:
                 event_type = ""
                 in_block = False
                 continue
-            if line[:5] == b"data:":
-                value = line[6:] if line[5:6] == b" " else line[5:]
+            if line[:6] == b"data: ":  # the common case first; "data:" without the space is handled below
+                value = line[6:]
                 data.append(value)
                 in_block = True
                 data_len += len(value) + 1
@@ -254,9 +254,12 @@ class SSEParser:
                 value = value[1:]
             if name == b"event":
                 event_type = value.decode("utf-8", "replace")
-            elif name == b"data":  # "data" with no colon: an empty data line
-                data.append(b"")
-                data_len += 1
+            elif name == b"data":  # "data:value" without the space, or "data" alone: an empty value
+                data.append(value)
+                data_len += len(value) + 1
+                if data_len > max_event:
+                    self.last_event_id = last_id
+                    self._fail("max_event_bytes", self._line_offset(lines, i, raw, start), out)
             elif name == b"id":
                 if b"\x00" not in value:
                     id_buffer = value.decode("utf-8", "replace")
