@@ -264,8 +264,9 @@ class ChatAccumulator(_Base):
         i = choice["index"]
         self.choices.add(i)
         delta = choice.get("delta") or {}
-        if delta.get("role"):
-            self.role[i] = delta["role"]  # a server may repeat it on every chunk; same value, no harm
+        role = delta.get("role")
+        if role:  # a server may repeat it on every chunk; same value, no harm
+            self.role[i] = role
         for store, key in ((self.text, "content"), (self.refusal, "refusal")):
             piece = delta.get(key)
             if isinstance(piece, str):  # null (or absent) on chunks that carry something else

@@ -139,7 +139,7 @@ def check(contender: Contender, fixture: Fixture, cuts: Sequence[int], strategy:
     cuts = tuple(sorted(cuts))
     try:
         got = contender.run(chunks_at(fixture.raw, cuts))
-    except Exception as exc:  # a parser that crashes on a split has failed that split
+    except Exception as exc:  # raising on a split counts as getting it wrong
         return Trial(contender.name, fixture.name, strategy, cuts, False, f"raised {type(exc).__name__}: {exc}", None)
     want = fixture.expected
     problems = []

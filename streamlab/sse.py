@@ -1,13 +1,13 @@
 """A sans-IO Server-Sent Events parser: bytes in, events out.
 
-It follows the WHATWG HTML standard, section 9.2.6 "Interpreting an event stream", rule for rule, and
+It implements "Interpreting an event stream" (WHATWG HTML Living Standard, 9.2.6) rule for rule, and
 gives the same events however the network cuts the bytes: inside a UTF-8 character, between the CR and
 the LF of a CRLF, inside the byte-order mark, or into empty chunks.
 
 Three design decisions carry almost all of the weight:
 
-1. Work on bytes. Lines are cut at CR and LF, which are ASCII and never occur inside a multi-byte UTF-8
-   character, so every complete line can be decoded on its own without an incremental decoder.
+1. Work on bytes. Lines are cut at CR and LF. Every byte of a multi-byte UTF-8 character is 0x80 or above,
+   so a complete line always holds whole characters and decodes by itself: no incremental decoder needed.
 2. Remember a CR that ends a chunk: an LF at the start of the next chunk belongs to the same terminator.
 3. Never rescan. Each byte is looked at a constant number of times, so the cost is linear in the bytes fed
    whatever the chunk size and line length; an unfinished line is kept as a list of pieces, not a growing

@@ -14,7 +14,7 @@ SSE frames itself, so it can send broken streams as easily as good ones.
 
 How it behaves on the wire, and why:
 
-* It binds 127.0.0.1 on an ephemeral port (port 0), speaks HTTP/1.1 with chunked transfer encoding like
+* It listens on 127.0.0.1, port 0 (the OS picks a free one), speaks HTTP/1.1 with chunked transfer encoding like
   real streaming endpoints, disables Nagle's algorithm (TCP_NODELAY) so small frames leave at once, and
   never logs a line (notebook output stays deterministic).
 * Each scripted `Send` becomes one HTTP chunk. HTTP chunk framing has nothing to do with SSE framing: a
@@ -667,12 +667,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-        if rec is not None:
+        if rec is not None:  # recorded before the bytes leave, so a client that has read them sees the record
             self.standin._written(rec, body, False)
             outcome = "complete" if status < 400 else "error"
             self.standin._update(rec, status=status, outcome=outcome)
+        self.end_headers()
+        self.wfile.write(body)  # if this fails, the handler rewrites the outcome to client_gone
 
     def _fail(self, rec: _Rec, status: int, message: str, type: str = "invalid_request_error",
               code: str | None = None, param: str | None = None) -> None:
@@ -863,7 +863,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, rec: _Rec, data: bytes, frame: bool) -> None:
         if not data:
             return
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        # HTTP/1.1 chunk framing (size in hex, CRLF, data, CRLF): unrelated to where SSE lines end.
+        self.wfile.write(b"".join((f"{len(data):x}".encode("ascii"), b"\r\n", data, b"\r\n")))
         self.standin._written(rec, data, frame, time.perf_counter())
 
     def _play(self, rec: _Rec, steps: Iterable[Step], headers: Iterable[tuple[str, str]] = (), *,
@@ -900,9 +901,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             elif isinstance(step, End):
                 break
-        self.wfile.write(b"0\r\n\r\n")
         cancelled = cancel_id is not None and cancel_id in standin._cancelled
+        # Recorded before the terminating chunk leaves, so a client that has read the whole body always
+        # finds the outcome written; if the write fails, the handler rewrites it to client_gone.
         standin._update(rec, outcome="cancelled" if cancelled else "complete")
+        self.wfile.write(b"0\r\n\r\n")
 
     # -- GET /v1/responses/{id} and cancel --
 
@@ -1079,7 +1082,7 @@ def scenario(name: str) -> dict[str, list[Episode | ErrorEpisode]]:
                           Episode(paced(frames, gap=0.05))]}
     if name == "cutoff":
         frames = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="cutoff")
-        inside = frames[3][:frames[3].index(b"\xc3") + 1]  # only the first byte of the two-byte o-umlaut
+        inside = frames[3][:frames[3].index(b"\xc3") + 1]  # stop after 0xC3, the lead byte of the two-byte "\u00f6"
         first = [Send(f) for f in frames[:3]] + [Send(inside), Cut()]
         return {"cutoff": [Episode(first), Episode([Send(f) for f in frames])]}
     if name == "stall":
