@@ -8,8 +8,9 @@
     python3 dev.py bench      run the benchmarks (not part of the tests)
     python3 dev.py setup      only create / update .venv
 
-The environment lives in `.venv/` next to this file. It is (re)installed from pyproject.toml whenever that
-file changes, so `git pull` followed by either command is enough.
+The environment lives in `.venv/` next to this file. It is (re)installed from pyproject.toml, with the
+exact versions in constraints.txt, whenever either file changes, so `git pull` followed by either command
+is enough.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def setup() -> None:
     """Create .venv and install the project with every extra, unless pyproject.toml is unchanged."""
     if sys.version_info < (3, 10):
         sys.exit(f"streamlab needs Python 3.10 or newer; this is {sys.version.split()[0]}")
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text().strip() == want and PY.exists():
         return
     if not PY.exists():
@@ -57,7 +58,7 @@ def setup() -> None:
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
     log("installing streamlab and its dependencies (a few minutes the first time)")
     run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(PY, "-m", "pip", "install", "--quiet", "-e", ".[all]")
+    run(PY, "-m", "pip", "install", "--quiet", "-c", "constraints.txt", "-e", ".[all]")
     STAMP.write_text(want + "\n")
 
 
