@@ -429,26 +429,26 @@ def stream_timing(base_url: str, model: str, *, label: str = CLIENT_LABELS[0], *
     total runs to the last byte. `notes` holds the rebuilt `text`, the `raw` bytes, the `arrivals`
     (`TimedEvent`s) and `first_event`, the elapsed time of the first event of any kind (the role chunk).
     """
-    from .accumulate import ChatAccumulator
     from .client import stream_chat
 
     with stream_chat(base_url, _chat_body(model, True), **kwargs) as stream:
         events = stream.read_all()
-    end = stream.last_byte_at if stream.last_byte_at is not None else stream.started_at
-    acc = ChatAccumulator()
-    points = chat_text_timeline(events, stream.started_at, accumulator=acc)
-    return Timing(label, tuple(points), end - stream.started_at,
-                  {"text": _text_of(acc), "raw": stream.raw, "arrivals": tuple(events),
-                   "first_event": events[0].elapsed if events else None})
+    return _timing_of(label, stream, events)
 
 
 async def astream_timing(base_url: str, model: str, *, label: str = "streaming (async)", **kwargs: Any) -> Timing:
     """`stream_timing` with the async client (`astream_chat`); `await` it, e.g. at a notebook's top level."""
-    from .accumulate import ChatAccumulator
     from .client import astream_chat
 
     async with astream_chat(base_url, _chat_body(model, True), **kwargs) as stream:
         events = await stream.read_all()
+    return _timing_of(label, stream, events)
+
+
+def _timing_of(label: str, stream: Any, events: Sequence[Any]) -> Timing:
+    """A Timing from a finished client stream (sync or async): points at each visible-text event."""
+    from .accumulate import ChatAccumulator
+
     end = stream.last_byte_at if stream.last_byte_at is not None else stream.started_at
     acc = ChatAccumulator()
     points = chat_text_timeline(events, stream.started_at, accumulator=acc)
