@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..fixtures import load_fixtures
-from ..fuzz import chunks_at, visible_bytes
+from ..fuzz import chunks_at, show_split, visible_bytes
 from ..sse import SSEParser
 from . import exercise
 
@@ -79,7 +79,10 @@ FIELD_CASES: list[tuple[str, tuple[str, str]]] = [
 @exercise("01.5", "field")
 def _check_field(field: Callable[[str], tuple[str, str]]) -> None:
     for line, want in FIELD_CASES:
-        got = field(line)
+        try:
+            got = field(line)
+        except Exception as exc:  # say which input broke it
+            raise AssertionError(f"field({line!r}) raised {type(exc).__name__}: {exc}") from exc
         if tuple(got) != want:
             raise AssertionError(f"field({line!r}) returned {got!r}; expected {want!r}")
 
@@ -96,16 +99,38 @@ def _check_split_lines(split_lines: Callable[[Iterable[bytes]], Iterator[bytes]]
     fixtures = [f for f in load_fixtures() if not f.raw.startswith(b"\xef\xbb\xbf")]
     for fixture in fixtures:
         want = reference_lines(fixture.raw)
-        splits = [(i,) for i in range(len(fixture.raw) + 1)]
-        splits += [tuple(sorted(rng.randint(0, len(fixture.raw)) for _ in range(rng.randint(2, 8)))) for _ in range(20)]
+        n = len(fixture.raw)
+        splits = [()] + [(i,) for i in range(n + 1)]
+        splits += [tuple(sorted(rng.randint(0, n) for _ in range(rng.randint(2, 8)))) for _ in range(20)]
+        splits.append(tuple(range(1, n)))  # byte at a time
         for cuts in splits:
-            got = list(split_lines(iter(chunks_at(fixture.raw, cuts))))
+            try:
+                got = list(split_lines(iter(chunks_at(fixture.raw, cuts))))
+            except Exception as exc:
+                raise AssertionError(f"fixture {fixture.name!r}, {_where(fixture.raw, cuts)}: your code raised "
+                                     f"{type(exc).__name__}: {exc}") from exc
             if got != want:
-                where = ", ".join(str(c) for c in cuts)
-                around = visible_bytes(fixture.raw[max(0, cuts[0] - 6) : cuts[0] + 6])
+                k = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                mine = _show_line(got[k]) if k < len(got) else "missing"
+                right = _show_line(want[k]) if k < len(want) else "not there at all"
                 raise AssertionError(
-                    f"fixture {fixture.name!r} cut at byte(s) {where} (around the first cut: {around}): "
-                    f"got {len(got)} line(s), expected {len(want)}; first difference at line "
-                    f"{next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))}"
+                    f"fixture {fixture.name!r}, {_where(fixture.raw, cuts)}: {len(got)} line(s) instead of "
+                    f"{len(want)}; line {k} is {mine} but should be {right}"
                 )
+
+
+def _show_line(line: bytes, width: int = 40) -> str:
+    if not line:
+        return "an empty line"
+    shown = visible_bytes(line)
+    return repr(shown if len(shown) <= width else shown[: width - 3] + "...")
+
+
+def _where(raw: bytes, cuts: tuple[int, ...]) -> str:
+    """Where the cuts fall, on one line: the bytes either side of each (at most three shown)."""
+    if not cuts:
+        return "whole (no cut)"
+    if len(cuts) > 3:
+        return f"byte at a time ({len(cuts)} cuts)" if cuts == tuple(range(1, len(raw))) else f"{len(cuts)} cuts"
+    return show_split(raw, cuts, context=6).replace("\n", "; ")
 
