@@ -75,23 +75,37 @@ class SequenceCursor:
     `admit(payload)` says whether an event is new content to handle (True, and the cursor moves to its
     number), a keep-alive to skip over (False, the cursor stays), or a replay / skip (`CursorError`).
     A fresh cursor expects 0 next: the stream starts with `response.created` at number 0.
+
+    Keep-alives never move the cursor, the number to resume after (`value`). The live API numbers them
+    all the same (`{"type": "keepalive", "sequence_number": 466}`), so the cursor also remembers the
+    highest number it has seen (`seen`): the next event must follow that one. A resumed stream may send
+    such a keep-alive again; one numbered below what is expected is a harmless repeat and is ignored.
     """
 
     value: int | None = None
+    seen: int | None = None
 
     @property
     def expected(self) -> int:
         """The sequence number that must come next."""
-        return 0 if self.value is None else self.value + 1
+        last = max((n for n in (self.value, self.seen) if n is not None), default=None)
+        return 0 if last is None else last + 1
 
     def admit(self, payload: Mapping[str, Any]) -> bool:
         """Check one event's JSON payload against the cursor and advance it. See the class docstring."""
-        if is_keepalive(payload):
+        got = payload.get("sequence_number")
+        if not isinstance(got, int):
+            return False  # nothing to check and nothing to move (an unnumbered keep-alive, say)
+        expected = self.expected
+        keepalive = payload.get("type") == "keepalive"
+        if keepalive and got < expected:
+            return False  # a keep-alive sent again after a reconnect: nothing was lost
+        if got != expected:
+            kind = "replayed" if got < expected else "skipped"
+            raise CursorError(kind, expected, got, str(payload.get("type", "?")))
+        self.seen = got
+        if keepalive:
             return False
-        got = payload["sequence_number"]
-        if got != self.expected:
-            kind = "replayed" if got < self.expected else "skipped"
-            raise CursorError(kind, self.expected, got, str(payload.get("type", "?")))
         self.value = got
         return True
 

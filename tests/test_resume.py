@@ -24,7 +24,14 @@ from streamlab.resume import (
     is_content_event,
     is_keepalive,
 )
-from streamlab.shapes import chat_text_stream, responses_text_stream, sse_comment, sse_frame
+from streamlab.shapes import (
+    chat_text_stream,
+    responses_frames,
+    responses_text_events,
+    responses_text_stream,
+    sse_comment,
+    sse_frame,
+)
 from streamlab.sse import SSEEvent, SSEParser, parse
 from streamlab.standin import Cut, Episode, KeepAlive, Send, StandIn, StoredResponse, Wait
 
@@ -60,9 +67,21 @@ def test_cursor_counts_from_zero_and_moves_one_at_a_time() -> None:
 def test_keepalives_never_move_the_cursor() -> None:
     c = SequenceCursor(3)
     assert not c.admit({"type": "keepalive"})
-    assert not c.admit({"type": "keepalive", "sequence_number": 9})  # even if a server numbered it
     assert not c.admit({"type": "response.output_text.delta"})  # no number: nothing to check or move
-    assert c.value == 3
+    assert c.value == 3 and c.expected == 4
+
+
+def test_numbered_keepalives_are_followed_but_do_not_move_the_cursor() -> None:
+    """The live API numbers keep-alives: the next event follows them, yet resuming starts after content."""
+    c = SequenceCursor(3)
+    assert not c.admit({"type": "keepalive", "sequence_number": 4})
+    assert c.value == 3 and c.expected == 5  # starting_after stays 3; the next event must be 5
+    assert c.admit({"type": "response.output_text.delta", "sequence_number": 5})
+    assert c.value == 5
+    assert not c.admit({"type": "keepalive", "sequence_number": 4})  # repeated after a reconnect: ignored
+    with pytest.raises(CursorError) as info:  # a keep-alive that jumps ahead reveals lost events
+        c.admit({"type": "keepalive", "sequence_number": 9})
+    assert info.value.kind == "skipped" and info.value.expected == 6
     assert is_keepalive({"type": "keepalive"}) and not is_keepalive({"type": "a", "sequence_number": 0})
 
 
@@ -197,6 +216,29 @@ def test_keepalives_during_resume_are_skipped_and_do_not_move_the_cursor(server:
     assert seqs == list(range(len(clean)))
     assert stream.connections[1].resumed_after == "0"  # the keep-alive did not move the cursor
     assert sum(c.keepalives for c in stream.connections) >= 2
+
+
+def test_numbered_keepalives_as_the_live_api_sends_them(server: StandIn) -> None:
+    """Keep-alives numbered in sequence (as the live API does): the stream resumes after the last content
+    event, the repeated keep-alive is ignored, and no event is lost or handled twice."""
+    events = responses_text_events(["one ", "two ", "three"], response_id=RID)
+    events[3:3] = [{"type": "keepalive"}]  # numbered like every other event by responses_frames
+    events[6:6] = [{"type": "keepalive"}, {"type": "keepalive"}]
+    frames = responses_frames(events)
+    full = b"".join(frames)
+    cut = len(b"".join(frames[:8]))  # right after the two keep-alives, on an event boundary
+    stored = StoredResponse.from_frames(frames, cuts=(5,))  # the first GET also dies inside its first event
+    server.set_scripts({"bg": [Episode([Send(full[:cut]), Cut()])]}, stored={RID: stored})
+    server.reset()
+    acc = ResponsesAccumulator()
+    with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
+        for timed in stream:
+            acc.feed(timed.event)
+    content = [n for n, e in enumerate(events) if e["type"] != "keepalive"]
+    assert stream.cursor.value == content[-1]
+    # events 0-7 arrived (the last content event is 5; 6 and 7 are keep-alives): both GETs resume after 5
+    assert [c.resumed_after for c in stream.connections[1:]] == ["5", "5"]
+    assert acc.outcome() is Outcome.COMPLETE and acc.text[(0, 0)] == "one two three" and not acc.disagreements()
 
 
 def test_a_server_that_replays_is_caught(server: StandIn) -> None:
