@@ -23,6 +23,7 @@ parser's own `SSELimitError`, a `ValueError`, when the server sends an absurdly 
 | "http_error"       | `HTTPStatusError`   | a status other than 2xx; `.status`, `.headers`, `.body`, `.error` |
 | "not_event_stream" | `NotAnEventStream`  | 2xx with a JSON body instead of a stream (an HTTPStatusError too)  |
 | "connect_error"    | `ConnectError`      | no response at all: refused, reset or closed before the headers    |
+| "invalid_request"  | `InvalidRequest`    | the request cannot be sent (bad URL scheme, invalid header): final |
 | "broken"           | `ConnectionBroken`  | the connection died before the body's proper end                   |
 | "read_timeout"     | `ReadTimeout`       | no byte arrived for `read_timeout` seconds                         |
 | "idle_timeout"     | `IdleTimeout`       | bytes arrived but no content event for `idle_timeout` seconds      |
@@ -58,6 +59,7 @@ __all__ = [
     "HTTPStatusError",
     "NotAnEventStream",
     "ConnectError",
+    "InvalidRequest",
     "ConnectionBroken",
     "ReadTimeout",
     "IdleTimeout",
@@ -165,6 +167,12 @@ class NotAnEventStream(HTTPStatusError):
     end_reason = "not_event_stream"
 
 
+class InvalidRequest(StreamEndError):
+    """The request cannot be sent as built (an unsupported URL scheme, an invalid header...). Never retried."""
+
+    end_reason = "invalid_request"
+
+
 class ConnectError(StreamEndError):
     """No response arrived: the connection was refused, reset or closed before the status line."""
 
@@ -238,10 +246,10 @@ class _Base:
         self.idle_timeout = idle_timeout
         self.is_content = is_content
         self.connect_timeout = connect_timeout
-        req_headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        req_headers: dict[str, str | bytes] = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         req_headers.update(headers or {})
-        if last_event_id is not None:
-            req_headers["Last-Event-ID"] = last_event_id
+        if last_event_id is not None:  # the standard sends it UTF-8 encoded; httpx would insist on ASCII for str
+            req_headers["Last-Event-ID"] = last_event_id.encode("utf-8")
         self.request_headers = req_headers
         # On a reconnect the standard keeps the last event ID until the stream sets a new one.
         self.parser = parser or SSEParser(last_event_id=last_event_id or "")
@@ -333,6 +341,8 @@ class _Base:
 
     def _take(self, chunk: bytes) -> list[TimedEvent]:
         """Record one network chunk and parse it; return its events stamped with the arrival time."""
+        if self.end_reason == "cancelled":  # close() from another thread or task won the race: stop quietly
+            return []
         now = time.perf_counter()
         if self.first_byte_at is None:
             self.first_byte_at = now
@@ -347,6 +357,10 @@ class _Base:
             self._parser_closed = True
             self.end_reason = "limit_exceeded"
             self._pending = exc
+        except RuntimeError:  # the parser was closed by a concurrent close() between the check and the feed
+            if self.end_reason == "cancelled":
+                return []
+            raise
         out = [TimedEvent(ev, now, elapsed) for ev in parsed]
         self.events.extend(out)
         if self._pending is not None:
@@ -391,6 +405,10 @@ class _Base:
             return self._fail(DeadlineExceeded, f"deadline of {self.deadline:g} s exceeded before the response")
         if isinstance(exc, httpx.ReadTimeout):
             return self._fail(ReadTimeout, f"no response headers within {self.read_timeout:g} s: {exc}")
+        if isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.DecodingError,
+                            httpx.TooManyRedirects)):  # our request is wrong: sending it again cannot help
+            return self._fail(InvalidRequest, f"the request to {self.url} cannot be sent: "
+                              f"{type(exc).__name__}: {exc}")
         return self._fail(ConnectError, f"could not get a response from {self.url}: {type(exc).__name__}: {exc}")
 
     def __repr__(self) -> str:
@@ -475,7 +493,10 @@ class EventStream(_Base):
             self._release()
             raise self._http_error(response.status_code, response.headers, content)
         if response.headers.get("content-type", "").startswith(_NOT_SSE):
-            content = _read_capped_sync(response)
+            try:
+                content = _read_capped_sync(response)
+            except httpx.HTTPError:
+                content = b""
             self._release()
             raise self._http_error(response.status_code, response.headers, content)
         if self.deadline is not None:
@@ -522,6 +543,8 @@ class EventStream(_Base):
                 if self._deadline_hit:
                     self._check_deadline()
                 yield from self._take(chunk)
+                if self.end_reason == "cancelled":
+                    return
                 if self._pending is not None:
                     raise self._pending
                 self._check_deadline()
@@ -535,7 +558,9 @@ class EventStream(_Base):
                 return
             raise self._transport_failure(exc) from exc
         finally:
-            if self.end_reason is not None and self.end_reason != "cancelled":
+            if self.end_reason is None:  # the loop was abandoned (break without `with`): that is a cancel
+                self.close()
+            elif self.end_reason != "cancelled":
                 self._release()
 
     def read_all(self) -> list[TimedEvent]:
@@ -667,6 +692,8 @@ class AsyncEventStream(_Base):
                     continue
                 for timed in self._take(chunk):
                     yield timed
+                if self.end_reason == "cancelled":
+                    return
                 if self._pending is not None:
                     raise self._pending
                 self._check_deadline()
@@ -682,7 +709,9 @@ class AsyncEventStream(_Base):
                 await chunks.aclose()
             except (httpx.HTTPError, RuntimeError):
                 pass
-            if self.end_reason is not None and self.end_reason != "cancelled":
+            if self.end_reason is None:  # the loop was abandoned (break without `async with`): a cancel
+                await self.aclose()
+            elif self.end_reason != "cancelled":
                 await self._release()
 
     async def read_all(self) -> list[TimedEvent]:

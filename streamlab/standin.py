@@ -678,6 +678,13 @@ class _Handler(BaseHTTPRequestHandler):
               code: str | None = None, param: str | None = None) -> None:
         self._send_json(status, _error_obj(message, type, code, param), rec=rec)
 
+    def _last_event_id(self) -> str | None:
+        """The Last-Event-ID header, decoded as the UTF-8 the standard sends (http.server reads Latin-1)."""
+        value = self.headers.get("Last-Event-ID")
+        if value is None:
+            return None
+        return value.encode("latin-1", "replace").decode("utf-8", "replace")
+
     def _client_gone_during(self, seconds: float | None) -> bool:
         """Pause; return True as soon as the client closes its end. Ends early when the server stops."""
         end = None if seconds is None else time.perf_counter() + seconds
@@ -842,7 +849,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, result, ep.headers, rec=rec)
             return
         skip = 0
-        resume_id = self.headers.get("Last-Event-ID")
+        resume_id = self._last_event_id()
         if resume_id is not None:
             skip = _skip_after_id(ep.payload, resume_id)
             self.standin._update(rec, resumed_after=resume_id if skip else None)
@@ -934,8 +941,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if seq is not None and seq <= after:
                     start = i + 1
             self.standin._update(rec, resumed_after=str(after))
-        elif self.headers.get("Last-Event-ID") is not None:
-            resume_id = self.headers["Last-Event-ID"]
+        elif self._last_event_id() is not None:
+            resume_id = self._last_event_id()
             skip = _skip_after_id(b"".join(f for _, f in frames), resume_id)
             pos = 0
             for i, (_, f) in enumerate(frames):

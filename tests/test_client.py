@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 
 from streamlab import shapes
 from streamlab.client import (
+    RETRYABLE_TRANSPORT_ERRORS,
     AsyncEventStream,
     ConnectError,
     ConnectionBroken,
@@ -19,6 +21,7 @@ from streamlab.client import (
     HTTPStatusError,
     IdleTimeout,
     IncompleteEvent,
+    InvalidRequest,
     NotAnEventStream,
     ReadTimeout,
     StreamEndError,
@@ -449,3 +452,110 @@ def test_fifty_concurrent_async_streams_all_complete():
         assert sorted(r.outcome for r in server.records()) == ["complete"] * n
     assert [text_of(s.events) for s in streams] == [f"c{i} done" for i in range(n)]
     assert all(s.end_reason == "complete" for s in streams)
+
+
+# --- found in review: races, encodings and classifications -----------------------------------------
+
+
+def test_close_from_another_thread_never_raises_in_the_reader() -> None:
+    """A "Stop" button on another thread: the reader ends quietly as cancelled, however the race falls."""
+    long = shapes.chat_text_stream([f"t{i:04d} " for i in range(3000)], model="long")
+    outcomes = []
+    with StandIn({"long": Episode([Send(f) for f in long])}) as srv:
+        for i in range(25):
+            stream = stream_chat(srv.base_url, {"model": "long"})
+            stream.open()
+            result: dict[str, str] = {}
+
+            def reader(stream: EventStream = stream, result: dict[str, str] = result) -> None:
+                try:
+                    for _ in stream:
+                        pass
+                    result["r"] = f"ended {stream.end_reason}"
+                except BaseException as exc:  # noqa: BLE001 - any exception here is the bug
+                    result["r"] = f"raised {type(exc).__name__}: {exc}"
+
+            thread = threading.Thread(target=reader)
+            thread.start()
+            time.sleep(0.001 * (i % 8))
+            stream.close()
+            thread.join(5)
+            outcomes.append(result.get("r"))
+    assert set(outcomes) == {"ended cancelled"}, outcomes
+
+
+def test_aclose_from_another_task_never_raises_in_the_reader() -> None:
+    long = shapes.chat_text_stream([f"t{i:04d} " for i in range(3000)], model="long")
+
+    async def run(srv: StandIn) -> list[str]:
+        outcomes = []
+        for i in range(15):
+            stream = astream_chat(srv.base_url, {"model": "long"})
+            await stream.open()
+
+            async def reader(stream: AsyncEventStream = stream) -> str:
+                async for _ in stream:
+                    pass
+                return f"ended {stream.end_reason}"
+
+            task = asyncio.ensure_future(reader())
+            for _ in range(i % 5):
+                await asyncio.sleep(0)
+            await stream.aclose()
+            outcomes.append(await task)
+        return outcomes
+
+    with StandIn({"long": Episode([Send(f) for f in long])}) as srv:
+        outcomes = asyncio.run(run(srv))
+    assert set(outcomes) == {"ended cancelled"}, outcomes
+
+
+def test_abandoned_loop_without_with_cancels_and_stops_the_watchdog() -> None:
+    long = shapes.chat_text_stream([f"t{i:04d} " for i in range(500)], model="long")
+    with StandIn({"long": Episode(paced(long, gap=0.01))}) as srv:  # still writing when we walk away
+        stream = stream_chat(srv.base_url, {"model": "long"}, deadline=30)
+        for _ in stream:
+            break
+        assert stream.end_reason == "cancelled"
+        assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+        assert srv.wait_until(lambda recs: recs[0].client_gone, timeout=5)
+
+
+def test_non_ascii_last_event_id_round_trips_as_utf8() -> None:
+    """The standard sends the last event ID UTF-8 encoded; the stand-in must match it to resume."""
+    frames = [b"id: \xc3\xa9-1\ndata: a\n\n", b"id: \xc3\xa9-2\ndata: b\n\n", b"data: [DONE]\n\n"]
+    with StandIn({"m": Episode([Send(f) for f in frames])}) as srv:
+        with stream_chat(srv.base_url, {"model": "m"}, last_event_id="\u00e9-1") as stream:
+            data = [t.data for t in stream]
+        assert data == ["b", "[DONE]"]
+        assert srv.records()[0].resumed_after == "\u00e9-1"
+
+
+def test_a_request_that_cannot_be_sent_is_not_a_retryable_connect_error() -> None:
+    stream = EventStream("htp://127.0.0.1:1/v1/chat/completions", {"model": "m"})
+    with pytest.raises(InvalidRequest) as info:
+        stream.open()
+    assert stream.end_reason == "invalid_request"
+    assert not isinstance(info.value, RETRYABLE_TRANSPORT_ERRORS)
+
+
+def test_a_broken_json_body_instead_of_a_stream_is_reported_and_released() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+
+    def serve_once() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\"")
+        conn.close()
+
+    thread = threading.Thread(target=serve_once)
+    thread.start()
+    stream = EventStream(f"http://127.0.0.1:{port}/v1/chat/completions", {"model": "m"})
+    with pytest.raises(NotAnEventStream):
+        stream.open()
+    thread.join(5)
+    listener.close()
+    assert stream.end_reason == "not_event_stream"
