@@ -1,4 +1,4 @@
-"""Checks for lab 04 (TTFT against total time): Practice 3, "The arithmetic of waiting", and two functions.
+"""Checks for lab 04 (TTFT against total time): section 7, "Exercises: the arithmetic of waiting".
 
 The scenario (ILLUSTRATIVE numbers): the first token appears 0.5 s after the request, then one more token
 every 1/30 s (30 tokens per second), so an answer of n tokens ends at 0.5 + (n - 1) / 30 seconds.
@@ -31,6 +31,22 @@ N_TOKENS = 600
 CLOSE_AT = 5.0
 
 
+def _pair(answer: Any, name: str, shape: str) -> tuple[Any, Any]:
+    """Unpack a two-value answer; `...` in both is "not attempted", `...` in one asks for the other."""
+    if answer is Ellipsis:
+        raise NotAttempted
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+        raise AssertionError(f"{name} should be a pair: {shape}")
+    first, second = answer
+    if first is Ellipsis and second is Ellipsis:
+        raise NotAttempted
+    if first is Ellipsis:
+        raise AssertionError("fill in the first value too")
+    if second is Ellipsis:
+        raise AssertionError("fill in the second value too")
+    return first, second
+
+
 def _number(value: Any, what: str) -> float:
     if value is Ellipsis:
         raise NotAttempted
@@ -57,14 +73,9 @@ def check_total(answer: Any) -> None:
 
 @exercise("04.2", "blank_screen")
 def check_blank(answer: Any) -> None:
-    if answer is Ellipsis:
-        raise NotAttempted
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        raise AssertionError("blank_screen should be a pair: (seconds with streaming, seconds without streaming)")
-    if any(a is Ellipsis for a in answer):
-        raise NotAttempted
-    streaming = _number(answer[0], "the first value (with streaming)")
-    buffered = _number(answer[1], "the second value (without streaming)")
+    first, second = _pair(answer, "blank_screen", "(seconds with streaming, seconds without streaming)")
+    streaming = _number(first, "the first value (with streaming)")
+    buffered = _number(second, "the second value (without streaming)")
     total = illustrative_total(TTFT, GAP, N_TOKENS)
     if abs(streaming - total) <= GAP and abs(buffered - TTFT) <= 0.01:
         raise AssertionError("the two values are swapped: (with streaming, without streaming)")
@@ -78,13 +89,7 @@ def check_blank(answer: Any) -> None:
 
 @exercise("04.3", "tokens_at_close")
 def check_tokens(answer: Any) -> None:
-    if answer is Ellipsis:
-        raise NotAttempted
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        raise AssertionError("tokens_at_close should be a pair: (tokens by the time the user leaves, tokens in all)")
-    if any(a is Ellipsis for a in answer):
-        raise NotAttempted
-    at_close, in_all = answer
+    at_close, in_all = _pair(answer, "tokens_at_close", "(tokens by the time the user leaves, tokens in all)")
     for v, what in ((at_close, "the first value"), (in_all, "the second value")):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
             raise AssertionError(f"{what} should be a whole number of tokens, got {v!r}")
@@ -115,7 +120,10 @@ def check_blank_share(fn: Any) -> None:
         if abs(got - 100 * want) < 1e-6 and want not in (0.0, 1.0):
             raise AssertionError("return a share between 0 and 1, not a percentage")
         if abs(got - want) > 1e-9:
-            raise AssertionError(f"blank_share{(ttft, gap, n)} returned {got!r}, expected {want!r}")
+            raise AssertionError(
+                f"blank_share{(ttft, gap, n)} returned {got!r}, expected {want!r}: "
+                "total = ttft + (n_tokens - 1) × gap"
+            )
 
 
 def _arrivals(frames: list[bytes], times: list[float]) -> list[tuple[float, SSEEvent]]:

@@ -1,6 +1,6 @@
 """Checks for lab 05 (cancel, retry, truncation and resume).
 
-* 05.1 `retry_or_not`: Practice 4, "Retry or not?". For each of five situations, the right move:
+* 05.1 `retry_or_not`: "Retry or not?". For each of five situations, the right move:
   "retry" (an automatic retry is safe), "restart" (discard the partial output, then start again on
   purpose), "resume" (reconnect with a cursor; nothing is lost or repeated) or "report" (no retry:
   record the outcome and keep the partial output, marked).
@@ -46,7 +46,10 @@ WHY = {
     ("d", "restart"): "(d) the output is real and complete up to the limit; restarting gives the same cut",
     ("d", "resume"): "(d) nothing was lost in transit: the server ended the answer on purpose",
     ("e", "retry"): "(e) the server reported a failure inside a 200 stream; events already reached the caller",
-    ("e", "restart"): "(e) the failure is the server's verdict: surface it rather than silently starting over",
+    ("e", "restart"): (
+        "(e) the server itself ended the answer with a failure: first report it and keep the partial text marked "
+        "as failed; whether to start again is a separate product decision"
+    ),
     ("e", "resume"): "(e) the response is over (failed); there is nothing left to resume",
 }
 
@@ -92,7 +95,12 @@ def check_should_retry(answer: Any) -> None:
             want = policy.decide(1, AttemptResult(error="connection reset", events_delivered=delivered)).retry
         else:
             want = policy.decide(1, AttemptResult(status=status, events_delivered=delivered)).retry
-        got = fn(status, delivered)
+        try:
+            got = fn(status, delivered)
+        except (NotImplementedError, NotAttempted):
+            raise
+        except Exception as exc:  # say which input crashed the learner's code
+            raise AssertionError(f"should_retry({status!r}, {delivered}) raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(got, bool):
             raise AssertionError(f"should_retry({status!r}, {delivered}) should return True or False, got {got!r}")
         if got != want:
@@ -131,6 +139,8 @@ def check_resume_cursor(answer: Any) -> None:
             raise
         except ValueError:
             got = ValueError
+        except Exception as exc:  # say which input crashed the learner's code
+            raise AssertionError(f"{label}: resume_cursor raised {type(exc).__name__}: {exc}") from exc
         if got != want:
             shown = "raise ValueError" if want is ValueError else f"return {want!r}"
             gave = "raised ValueError" if got is ValueError else f"returned {got!r}"
