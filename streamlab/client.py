@@ -209,7 +209,8 @@ class IncompleteEvent(StreamEndError):
     end_reason = "incomplete_event"
 
 
-RETRYABLE_TRANSPORT_ERRORS: tuple[type[StreamEndError], ...] = (ConnectError, ConnectionBroken, ReadTimeout)
+RETRYABLE_TRANSPORT_ERRORS: tuple[type[StreamEndError], ...] = (ConnectError, ConnectionBroken, ReadTimeout,
+                                                               IncompleteEvent)
 """Transport failures a retry policy may retry (only while nothing has reached the caller yet)."""
 
 

@@ -185,7 +185,8 @@ def _record_drop(conn: Connection, exc: Exception, connections: list[Connection]
 
     if isinstance(exc, HTTPStatusError):
         conn.end_reason, conn.error = exc.end_reason, str(exc)
-        raise ResumeError(f"reconnecting failed with HTTP {exc.status}", connections) from exc
+        what = "the request" if len(connections) <= 1 else "reconnecting"
+        raise ResumeError(f"{what} failed with HTTP {exc.status}", connections) from exc
     conn.end_reason = getattr(exc, "end_reason", type(exc).__name__)
     conn.error = str(exc).split(":")[0]
     if not _reconnectable(exc):

@@ -23,9 +23,11 @@ Two layers, as everywhere in streamlab:
 from __future__ import annotations
 
 import asyncio
+import datetime
 import email.utils
 import math
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +60,9 @@ def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUSES or 500 <= status <= 599
 
 
+_DELAY_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")  # not float(): it would take "1e2", "1_000", "inf"
+
+
 def _header(headers: Mapping[str, str], name: str) -> str | None:
     """Case-insensitive header lookup that works for plain dicts and httpx.Headers alike."""
     for key, value in headers.items():
@@ -87,20 +92,16 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     if raw is None:
         return None, ""
     raw = raw.strip()
-    if raw.isdigit():  # delay-seconds = 1*DIGIT; we also accept a decimal below, as SDKs do
+    if _DELAY_SECONDS.fullmatch(raw):  # delay-seconds = 1*DIGIT; a decimal fraction is accepted, as SDKs do
         return float(raw), "Retry-After"
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if math.isfinite(seconds) and seconds >= 0:
-        return seconds, "Retry-After"
     try:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError, IndexError):
         return None, ""
-    if when is None or when.tzinfo is None:  # an HTTP date is always GMT; no zone means it was not one
+    if when is None:
         return None, ""
+    if when.tzinfo is None:  # asctime dates carry no zone (and "-0000" parses naive): HTTP dates are all GMT
+        when = when.replace(tzinfo=datetime.timezone.utc)
     current = time.time() if now is None else now
     return max(0.0, when.timestamp() - current), "Retry-After (HTTP date)"
 

@@ -53,15 +53,18 @@ class SSELimitError(ValueError):
     """A line or an event grew past a configured bound.
 
     `limit` names the bound ("max_line_bytes" or "max_event_bytes"), `offset` is the stream byte offset
-    at which the offending line starts, and `events` holds the events completed earlier in the same
-    `feed` call, so nothing that was already parsed is lost.
+    at which the offending line starts (for the event limit: the data line that took the data past it),
+    and `events` holds the events completed earlier in the same `feed` call, so nothing that was already
+    parsed is lost.
     """
 
     def __init__(self, limit: str, value: int, offset: int, events: list[SSEEvent]) -> None:
-        what = "a line" if limit == "max_line_bytes" else "an event's data"
+        if limit == "max_line_bytes":
+            what = f"the line starting at stream byte offset {offset} is longer than {value} bytes"
+        else:
+            what = f"the data line at stream byte offset {offset} takes an event's data past {value} bytes"
         super().__init__(
-            f"SSE {limit}={value} exceeded: {what} starting at stream byte offset {offset} is longer "
-            f"than {value} bytes ({len(events)} complete event(s) from this chunk are in .events)"
+            f"SSE {limit}={value} exceeded: {what} ({len(events)} complete event(s) from this chunk are in .events)"
         )
         self.limit = limit
         self.value = value
@@ -221,7 +224,7 @@ class SSEParser:
         event_type = self._event_type
         id_buffer = self._id_buffer
         last_id = self.last_event_id
-        max_event = self.max_event_bytes
+        max_event = self.max_event_bytes + 1  # data_len counts a "\n" after every data line, the last included
         new, set_event, set_data, set_id, cls = _new, _set_event, _set_data, _set_id, SSEEvent
         for i, line in enumerate(lines):
             if not line:  # blank line: dispatch (or just end the block), commit the id, reset the type

@@ -126,8 +126,17 @@ def test_retry_after_seconds_and_http_date() -> None:
     assert d.retry and d.delay == 12.0
 
 
+@pytest.mark.parametrize("form", ["Sun, 06 Nov 1994 08:49:47 GMT", "Sunday, 06-Nov-94 08:49:47 GMT",
+                                  "Sun Nov  6 08:49:47 1994"])
+def test_all_three_http_date_formats_are_accepted(form: str) -> None:
+    """RFC 9110 5.6.7: a recipient must accept IMF-fixdate, RFC 850 and asctime dates (all in GMT)."""
+    now = email.utils.parsedate_to_datetime("Sun, 06 Nov 1994 08:49:37 GMT").timestamp()
+    assert parse_retry_after({"Retry-After": form}, now=now) == (10.0, "Retry-After (HTTP date)")
+
+
 @pytest.mark.parametrize("headers", [{}, {"Retry-After": "soon"}, {"Retry-After": "-3"},
-                                     {"retry-after-ms": "nan"}, {"Retry-After": "Mon, 99 Foo 2026"}])
+                                     {"retry-after-ms": "nan"}, {"Retry-After": "Mon, 99 Foo 2026"},
+                                     {"Retry-After": "1e2"}, {"Retry-After": "1_000"}, {"Retry-After": "inf"}])
 def test_unusable_retry_after_falls_back_to_backoff(headers: dict) -> None:
     value, _ = parse_retry_after(headers)
     assert value is None
@@ -260,6 +269,16 @@ def test_a_cut_before_the_first_event_is_retried(server: StandIn) -> None:
         events = list(rs)
     assert _text(events) == "Hello wörld" and len(rs.attempts) == 2
     assert "ConnectionBroken" in rs.attempts[0].result.describe()
+
+
+def test_a_clean_end_inside_the_first_event_is_retried(server: StandIn) -> None:
+    """The body ends properly but mid-event (IncompleteEvent) before any event reached us: still safe."""
+    fake = VirtualClock()
+    script = {"m": [Episode([Send(HELLO[0][:10])]), Episode([Send(f) for f in HELLO])]}
+    with _run(server, script, RetryPolicy(seed=2), fake) as rs:
+        events = list(rs)
+    assert _text(events) == "Hello wörld" and len(rs.attempts) == 2
+    assert "IncompleteEvent" in rs.attempts[0].result.describe()
 
 
 def test_never_retried_after_the_first_event(server: StandIn) -> None:

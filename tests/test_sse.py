@@ -303,3 +303,12 @@ def test_big_realistic_streams_under_random_cuts(eol: bytes) -> None:
         events, _, truncated = feed_all(chunks_at(raw, cuts))
         assert events == expected
         assert truncated is False
+
+
+def test_event_limit_allows_data_of_exactly_the_limit() -> None:
+    parser = SSEParser(max_event_bytes=10)
+    assert parser.feed(b"data: 0123456789\n\ndata: 01234\ndata: 6789\n\n") == [
+        SSEEvent("message", "0123456789", ""), SSEEvent("message", "01234\n6789", "")]
+    with pytest.raises(SSELimitError) as info:
+        parser.feed(b"data: 01234\ndata: 67890\n\n")  # 11 bytes of data
+    assert "the data line at stream byte offset" in str(info.value)
