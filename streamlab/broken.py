@@ -3,9 +3,10 @@
 Every parser here is wrong in exactly one way that real code gets wrong, and right in every other way, so
 when the harness (`streamlab.fuzz`) catches it, the failure is that bug and nothing else. Most of them are
 `TextLineParser`, a correct text-level parser, with one method replaced: the docstring of each says what
-the replacement does wrong, which fixtures and cuts expose it, and where such code is found. The rest are
-faithful adapters of code from the course's reference material (the Practice 2 snippet of Module 03 and the
-sample parsers of two guides), rewritten here with the same bugs.
+the replacement does wrong, which fixtures and cuts expose it, and where such code is found. The last three
+are whole small parsers written the way such code is commonly written, bugs included: a typical first-attempt
+loop (the find-the-bugs snippet of lab 02), a sample parser fed by `requests`' line iterator, and one fed by
+httpx's.
 
 Two kinds of bug show up, and the lab is about telling them apart:
 
@@ -42,10 +43,10 @@ __all__ = [
     "StripsValues",
     "ChunkEndsLine",
     "HttpxIterLines",
-    "Practice2Snippet",
-    "Seed000RequestsParser",
-    "guide_parse_sse_lines",
-    "Seed001Guide",
+    "FindTheBugsSnippet",
+    "RequestsLinesSample",
+    "sample_parse_sse_lines",
+    "HttpxLinesSample",
     "SHOWCASE",
     "gallery",
     "gallery_contender",
@@ -234,8 +235,8 @@ class BlankLineIsLFLF(TextLineParser):
     that writes CRLF, as many HTTP stacks do by habit, produces no events at all, and the whole stream
     sits in the buffer until the connection ends. It is not a chunking bug: the whole stream fails too.
 
-    Found in: most "parse SSE in 20 lines" answers, JavaScript `buffer.indexOf("\\n\\n")` loops, and the
-    TypeScript sample of the [DONE] guide in the reference material.
+    Found in: most "parse SSE in 20 lines" answers, and JavaScript or TypeScript loops that look for the end
+    of an event with `buffer.indexOf("\\n\\n")` or `buffer.split("\\n\\n")`.
     """
 
     def __init__(self) -> None:
@@ -268,8 +269,8 @@ class DataNeedsSpace(TextLineParser):
     line, which still dispatches an event) and `id` alone (which resets the last event ID). Servers that
     write compact frames, such as some proxies and non-OpenAI providers, lose every event.
 
-    Found in: the Python and TypeScript samples of the [DONE] guide and of the chat-completions guide in
-    the reference material, and most tutorials.
+    Found in: most tutorials and sample parsers, in Python and TypeScript alike: any code that tests
+    `line.startswith("data: ")` and then takes `line[6:]`.
     """
 
     def _line(self, line: str) -> SSEEvent | None:
@@ -291,8 +292,8 @@ class DispatchAtEnd(TextLineParser):
     buffer; "flush whatever is left" hands it over as if complete, for example half a JSON object, and
     commits its `id`, so a reconnect would claim an event it never got.
 
-    Found in: parsers with a final `if buffer: yield parse(buffer)`, and the Python sample of the [DONE]
-    guide in the reference material ("Handle residual buffer after the socket closes").
+    Found in: parsers with a final `if buffer: yield parse(buffer)` after the read loop, usually under a
+    comment about handling the residual buffer once the socket closes.
     """
 
     def _flush(self) -> list[SSEEvent]:
@@ -371,8 +372,8 @@ class StripsValues(TextLineParser):
     trailing whitespace. Stripping changes the text of the event, which matters for streamed tokens: a
     delta of " " or a code block's indentation disappears.
 
-    Found in: the TypeScript sample of the [DONE] guide in the reference material (`.trim()`), and
-    parsers that "clean up" lines with `line.strip()`.
+    Found in: TypeScript samples that call `.trim()` on every line or value, and Python parsers that
+    "clean up" lines with `line.strip()`.
     """
 
     def _value(self, value: str) -> str:
@@ -428,8 +429,8 @@ class HttpxIterLines(TextLineParser):
         return ParseResult(tuple(events), parser.retry_ms, None, parser.last_event_id)
 
 
-class Practice2Snippet:
-    """Module 03's Practice 2 snippet ("Find the bugs"), as an event source: many bugs at once.
+class FindTheBugsSnippet:
+    """A typical first-attempt loop (the find-the-bugs snippet), as an event source: many bugs at once.
 
     The snippet appends `chunk.decode("utf-8")` to a text buffer, then, after every chunk, splits the
     whole buffer on "\\n\\n" and handles every block that starts with "data: ". Its bugs: (1) it decodes
@@ -439,10 +440,11 @@ class Practice2Snippet:
     (4) only "\\n\\n" ends an event (CRLF and CR streams never do); (5) "data:" needs the space; (6) a
     block with several data lines keeps "\\ndata: " inside its value; (7) a block that starts with
     `event:`, `id:` or a comment is skipped whole (every Responses API event); (8) it never strips a BOM;
-    and in the original, (9) `json.loads("[DONE]")` raises at the end of every chat stream. The adapter
+    and in the full loop, (9) `json.loads("[DONE]")` raises at the end of every chat stream. The adapter
     reports the value handed to `json.loads` as the event data, without parsing it.
 
-    Found in: Module 03, Practice 2, and in spirit in many first attempts.
+    Found in: first attempts at reading a stream: a text buffer, `split("\\n\\n")` after every chunk,
+    and `startswith("data: ")`.
     """
 
     def __init__(self) -> None:
@@ -460,8 +462,8 @@ class Practice2Snippet:
         return False
 
 
-class Seed000RequestsParser:
-    """The [DONE] guide's `parse_sse`, fed by `requests`' `iter_lines(decode_unicode=True)`.
+class RequestsLinesSample:
+    """A sample `parse_sse(lines)` over `requests`' `iter_lines()`: joins data lines with "", flushes at the end.
 
     Its bugs: data lines are joined with "" instead of "\\n"; only "data: " with the space counts; the
     unfinished last event is dispatched when the stream ends; event types and ids are ignored; and the
@@ -470,7 +472,9 @@ class Seed000RequestsParser:
     then `splitlines()` with the last piece kept back when it may be unfinished); it assumes the server
     declares `charset=utf-8` (without it, `requests` decodes any text/* body as ISO-8859-1).
 
-    Found in: the reference material's guide to the `data: [DONE]` sentinel (Python sample, steps 3-4).
+    Found in: sample code that collects `line[6:]` for every "data: " line in a list, yields
+    `"".join(...)` at each blank line and once more after the loop, and gets its lines from
+    `response.iter_lines(decode_unicode=True)`.
     """
 
     def __init__(self) -> None:
@@ -519,11 +523,11 @@ class Seed000RequestsParser:
         return False
 
 
-def guide_parse_sse_lines(lines: Iterable[str]) -> Iterator[str]:
-    """The chat-completions guide's `parse_sse_lines`, rewritten with its bugs (without the JSON step).
+def sample_parse_sse_lines(lines: Iterable[str]) -> Iterator[str]:
+    """A sample `parse_sse_lines` that expects lines with their endings, with its bugs (without the JSON step).
 
     It collects "data: " values and yields the collected text when it sees the line "\\n". But
-    `response.iter_lines()`, which the guide passes in, removes line endings: the blank line is "", the
+    `response.iter_lines()`, which its callers pass in, removes line endings: the blank line is "", the
     comparison never matches, and nothing is ever yielded. Had it been fed lines with their endings, it
     would still join data lines with "" instead of "\\n", need the space after "data:", drop events whose
     data is empty, and fail on CRLF lines ("\\r\\n" is not "\\n"); its `[DONE]` check can never run,
@@ -540,15 +544,16 @@ def guide_parse_sse_lines(lines: Iterable[str]) -> Iterator[str]:
             buffer = ""
 
 
-class Seed001Guide:
-    """The chat-completions guide's sample parser, driven as the guide drives it: yields nothing at all.
+class HttpxLinesSample:
+    """A sample parser waiting for a "\\n" line, fed by httpx's `iter_lines()`: yields nothing at all.
 
-    `guide_parse_sse_lines(response.iter_lines())` with a real `httpx.Response`. Since httpx strips line
+    `sample_parse_sse_lines(response.iter_lines())` with a real `httpx.Response`. Since httpx strips line
     endings, the blank-line test `line == "\\n"` never matches and no event is ever produced: the parser
     fails every fixture that has an event, whole or cut, and its other bugs never get a chance to show.
     A mocked test with hand-written lines ending in "\\n" would have passed.
 
-    Found in: the reference material's guide to streaming chat completions with httpx (step 3).
+    Found in: sample code for streaming chat completions with httpx that tests `line == "\\n"` for the end
+    of an event while reading `response.iter_lines()`, which never yields a line ending.
     """
 
     @staticmethod
@@ -556,7 +561,7 @@ class Seed001Guide:
         from .peers import response_from_chunks  # httpx is needed only here
 
         lines = response_from_chunks(chunks).iter_lines()
-        return ParseResult(tuple(SSEEvent("message", data) for data in guide_parse_sse_lines(lines)))
+        return ParseResult(tuple(SSEEvent("message", data) for data in sample_parse_sse_lines(lines)))
 
 
 # =====================================================================================================
@@ -578,9 +583,9 @@ _GALLERY: dict[str, tuple[type, frozenset[str], str]] = {
     "strips-values": (StripsValues, ALL_FIELDS, "space-removed-once"),
     "chunk-ends-line": (ChunkEndsLine, ALL_FIELDS, "spec-stock-ticker"),
     "httpx-iter-lines": (HttpxIterLines, frozenset({"events", "retry_ms", "last_event_id"}), "unicode-line-separators"),
-    "practice-2-snippet": (Practice2Snippet, _EVENTS_ONLY, "multibyte-utf8"),
-    "seed-000-requests": (Seed000RequestsParser, _EVENTS_ONLY, "spec-stock-ticker"),
-    "seed-001-guide": (Seed001Guide, _EVENTS_ONLY, "spec-three-messages"),
+    "find-the-bugs-snippet": (FindTheBugsSnippet, _EVENTS_ONLY, "multibyte-utf8"),
+    "requests-lines-sample": (RequestsLinesSample, _EVENTS_ONLY, "spec-stock-ticker"),
+    "httpx-lines-sample": (HttpxLinesSample, _EVENTS_ONLY, "spec-three-messages"),
 }
 
 SHOWCASE: dict[str, str] = {name: showcase for name, (_, _, showcase) in _GALLERY.items()}

@@ -11,7 +11,7 @@ import pytest
 
 from streamlab.broken import (
     SHOWCASE,
-    Practice2Snippet,
+    FindTheBugsSnippet,
     TextLineParser,
     cut_kind,
     gallery,
@@ -21,7 +21,7 @@ from streamlab.broken import (
     split_kinds,
 )
 from streamlab.exercises import verdict
-from streamlab.exercises.lab02 import PRACTICE2_FIXTURES, check_repair
+from streamlab.exercises.lab02 import REPAIR_FIXTURES, check_repair
 from streamlab.fixtures import load_fixtures
 from streamlab.fuzz import ALL_FIELDS, Contender, check, run_harness, smallest_failing_split, streamlab_contender
 from streamlab.plots import plot_share_heatmap, plot_strategy_bars
@@ -73,13 +73,13 @@ EXPOSED_BY = {
     "strips-values": [("space-removed-once", "whole stream")],
     "chunk-ends-line": [("spec-stock-ticker", "inside a line")],
     "httpx-iter-lines": [("unicode-line-separators", "whole stream"), ("other-controls-not-eol", "whole stream")],
-    "practice-2-snippet": [
+    "find-the-bugs-snippet": [
         ("multibyte-utf8", "inside a line"),
         ("chat-completions-lf", "inside a line"),
         ("crlf-endings", "whole stream"),
     ],
-    "seed-000-requests": [("spec-stock-ticker", "whole stream"), ("unfinished-final-event", "whole stream")],
-    "seed-001-guide": [("spec-three-messages", "whole stream")],
+    "requests-lines-sample": [("spec-stock-ticker", "whole stream"), ("unfinished-final-event", "whole stream")],
+    "httpx-lines-sample": [("spec-three-messages", "whole stream")],
 }
 
 
@@ -153,28 +153,28 @@ def test_chunk_ends_line_is_right_whole_and_wrong_cut(harness) -> None:
     assert _events("chunk-ends-line", "spec-stock-ticker", (raw.index(b"YHOO") + 2,)) == [("message", "YH\n+2\n10", "")]
 
 
-def test_practice2_snippet_replays_and_crashes() -> None:
+def test_find_the_bugs_snippet_replays_and_crashes() -> None:
     expected = [(e.event, e.data, e.last_event_id) for e in FIXTURES["chat-completions-lf"].expected.events]
     raw = FIXTURES["chat-completions-lf"].raw
-    assert _events("practice-2-snippet", "chat-completions-lf") == expected
-    assert _events("practice-2-snippet", "chat-completions-lf", (len(raw),)) == expected * 2  # empty last chunk
+    assert _events("find-the-bugs-snippet", "chat-completions-lf") == expected
+    assert _events("find-the-bugs-snippet", "chat-completions-lf", (len(raw),)) == expected * 2  # empty last chunk
     cut = (FIXTURES["multibyte-utf8"].raw.index("é".encode()) + 1,)
-    trial = check(gallery_contender("practice-2-snippet"), FIXTURES["multibyte-utf8"], cut)
+    trial = check(gallery_contender("find-the-bugs-snippet"), FIXTURES["multibyte-utf8"], cut)
     assert trial.problem.startswith("raised UnicodeDecodeError")
 
 
-def test_seed_adapters() -> None:
-    assert _events("seed-000-requests", "spec-stock-ticker") == [("message", "YHOO+210", "")]
-    assert _events("seed-001-guide", "spec-three-messages") == []
-    assert _events("seed-001-guide", "empty-stream") == []
+def test_sample_parser_adapters() -> None:
+    assert _events("requests-lines-sample", "spec-stock-ticker") == [("message", "YHOO+210", "")]
+    assert _events("httpx-lines-sample", "spec-three-messages") == []
+    assert _events("httpx-lines-sample", "empty-stream") == []
 
 
 def test_chunking_bugs_and_gaps_are_told_apart(harness) -> None:
-    for name in ("decode-each-chunk", "chunk-ends-line", "practice-2-snippet"):
+    for name in ("decode-each-chunk", "chunk-ends-line", "find-the-bugs-snippet"):
         assert harness.whole_ok_split_wrong(name), name
     assert "crlf-two-data-lines" in harness.whole_ok_split_wrong("decoder+splitlines")
     assert "unicode-line-separators" not in harness.whole_ok_split_wrong("decoder+splitlines")
-    for name in ("blank-line-is-LFLF", "data-needs-space", "keeps-bom", "retry-with-int", "seed-001-guide"):
+    for name in ("blank-line-is-LFLF", "data-needs-space", "keeps-bom", "retry-with-int", "httpx-lines-sample"):
         assert harness.whole_ok_split_wrong(name) == [], name
 
 
@@ -228,7 +228,7 @@ def _via_parser(chunks):
 
 
 def _via_snippet(chunks):
-    snippet = Practice2Snippet()
+    snippet = FindTheBugsSnippet()
     for chunk in chunks:
         for event in snippet.feed(chunk):
             yield event.data
@@ -240,6 +240,20 @@ def test_exercise_accepts_a_correct_repair_and_rejects_the_snippet() -> None:
     assert bad.startswith("Exercise 02.1: not yet:") and "wrong on" in bad
     with pytest.raises(AssertionError, match="multibyte-utf8"):
         check_repair(lambda chunks: [e.data for e in _decode_each_chunk_events(chunks)])
+
+
+def test_exercise_verdict_is_one_line_with_the_decisive_cut() -> None:
+    # decode-each-chunk fails several fixtures; the verdict names the one that matters most, with its one cut
+    v = verdict("02.1", lambda chunks: [e.data for e in _decode_each_chunk_events(chunks)])
+    assert "\n" not in v
+    first = v.split("First: ", 1)[1]
+    assert first.startswith(f"{REPAIR_FIXTURES[0]} with 1 cut(s) (cut 1 at byte")
+    assert "\\xc3 | \\xa9" in first  # the cut falls inside a 2-byte character
+    # a repair whose only bug is the BOM is told about bom-first, on the whole stream, and nothing else
+    keeps_bom = gallery_contender("keeps-bom")
+    v = verdict("02.1", lambda chunks: [e.data for e in keeps_bom.run(list(chunks)).events])
+    assert REPAIR_FIXTURES[-1] == "bom-first" and "wrong on 1 fixture(s) ['bom-first']" in v
+    assert "First: bom-first on the whole stream: events [] != expected" in v and "\n" not in v
 
 
 def _decode_each_chunk_events(chunks) -> list[SSEEvent]:
@@ -254,4 +268,4 @@ def test_exercise_not_attempted_and_wrong_type() -> None:
     assert verdict("02.1", stub) == "Exercise 02.1: not attempted yet"
     assert verdict("02.1", ...) == "Exercise 02.1: not attempted yet"
     assert verdict("02.1", 42).startswith("Exercise 02.1: not yet: `repaired` should be a function")
-    assert set(PRACTICE2_FIXTURES) <= set(FIXTURES)
+    assert set(REPAIR_FIXTURES) <= set(FIXTURES)

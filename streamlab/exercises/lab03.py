@@ -3,7 +3,7 @@
 * 03.1 `collect_tool_calls(chunks)`: a tool-call accumulator. It gets the decoded Chat Completions chunks
   of one stream (dicts, `[DONE]` already left out) and returns `{tool index: {"id", "name", "arguments"}}`
   for choice 0, every string concatenated from its fragments.
-* 03.2 `classify(datas, cancelled)`: the outcome of a Chat Completions stream. It gets the `data` string
+* 03.2 `classify(datas, cancelled=False)`: the outcome of a Chat Completions stream. It gets the `data` string
   of every event in order (the literal `[DONE]` included, if it came) and whether the caller stopped
   reading, and returns "complete", "incomplete", "failed", "truncated" or "cancelled".
 
@@ -43,6 +43,16 @@ def _expected_calls(calls: tuple[tuple[str, str, tuple[str, ...]], ...]) -> dict
     return {k: {"id": cid, "name": name, "arguments": "".join(p)} for k, (cid, name, p) in enumerate(calls)}
 
 
+def _call(label: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call the learner's function on one case; if it crashes, say which case did it."""
+    try:
+        return fn(*args)
+    except (NotAttempted, NotImplementedError):
+        raise  # a stub: "not attempted yet"
+    except Exception as exc:
+        raise AssertionError(f"{label}: your code raised {type(exc).__name__}: {exc}") from exc
+
+
 TOOL_CASES: list[tuple[str, list[bytes], dict[int, dict[str, str]], str]] = [
     ("two calls, fragments interleaved", shapes.chat_tool_call_stream(),
      _expected_calls(shapes.DEFAULT_TOOL_CALLS),
@@ -66,7 +76,7 @@ def check_tool_calls(fn: Any) -> None:
     if not callable(fn):
         raise AssertionError("collect_tool_calls should be a function taking a list of chunk dicts")
     for label, frames, want, hint in TOOL_CASES:
-        got = fn(_chunks(frames))
+        got = _call(label, fn, _chunks(frames))
         if not isinstance(got, dict):
             raise AssertionError(f"{label}: return a dict {{tool index: call}}, got {type(got).__name__}")
         if sorted(got) != sorted(want):
@@ -133,7 +143,7 @@ def check_classify(fn: Callable[[list[str], bool], Any] | Any) -> None:
     wrong = []
     for label, frames, cancelled in OUTCOME_CASES:
         want = expected_outcome(frames, cancelled)
-        got = fn(_datas(frames), cancelled)
+        got = _call(f"{label} (cancelled={cancelled})", fn, _datas(frames), cancelled)
         if str(got) != want:
             wrong.append(f"{label}: {want}, not {got!r}")
     if wrong:
