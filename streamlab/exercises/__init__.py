@@ -72,6 +72,8 @@ def verdict(ex_id: str, answer: Any) -> str:
     except (NotAttempted, NotImplementedError):
         return f"Exercise {ex_id}: not attempted yet"
     except AssertionError as exc:
+        if isinstance(exc.__cause__, (NotAttempted, NotImplementedError)):  # a stub, seen through a case wrapper
+            return f"Exercise {ex_id}: not attempted yet"
         return f"Exercise {ex_id}: not yet: {exc}"
     except Exception as exc:  # the learner's code crashed: say how, do not stop the notebook
         return f"Exercise {ex_id}: not yet: your code raised {type(exc).__name__}: {exc}"

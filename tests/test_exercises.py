@@ -1,0 +1,65 @@
+"""Exercise checks give useful verdicts: stubs are "not attempted yet", crashes name the input that caused
+them, and typical wrong answers are told apart from right ones. (tests/test_solutions.py proves that every
+hidden solution passes.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from streamlab.exercises import load_lab, registry, verdict
+
+LABS = ("01", "02", "03", "04", "05")
+for _lab in LABS:
+    load_lab(f"{_lab}.1")
+
+
+def _stub(*args: object) -> object:
+    raise NotImplementedError
+
+
+def _crash(*args: object) -> object:
+    raise KeyError("boom")
+
+
+@pytest.mark.parametrize("ex_id", sorted(registry()))
+def test_untouched_stubs_are_not_attempted(ex_id: str) -> None:
+    """Both stub shapes the labs use: `answer = ...` and a function whose body raises NotImplementedError."""
+    assert verdict(ex_id, ...) == f"Exercise {ex_id}: not attempted yet"
+    if registry()[ex_id].name not in {"answer_1", "answer_2", "answer_3", "answer_4", "retry_or_not",
+                                      "total_600", "blank_screen", "tokens_at_close"}:
+        assert verdict(ex_id, _stub) == f"Exercise {ex_id}: not attempted yet"
+
+
+@pytest.mark.parametrize("ex_id", ["01.5", "01.6", "03.1", "05.2", "05.3"])
+def test_a_crash_is_reported_with_the_input_that_caused_it(ex_id: str) -> None:
+    text = verdict(ex_id, _crash)
+    assert text.startswith(f"Exercise {ex_id}: not yet:")
+    assert "KeyError" in text
+    # the message names the case: a call with its arguments, a fixture, or a labelled scenario
+    assert any(mark in text for mark in ("(", "fixture", ":")), text.split("not yet:")[1]
+
+
+def test_parse_by_hand_hints_at_the_rule() -> None:
+    assert verdict("01.2", [("x", "1"), ("message", "2")]).endswith(
+        "the last block never got its blank line.")
+    assert verdict("01.3", [("message", "two spaces")]).startswith("Exercise 01.3: not yet: the number of events")
+    assert verdict("01.1", [("message", "a\nb")]) == "Exercise 01.1: passed"
+
+
+def test_split_lines_check_names_the_cut_and_the_wrong_line() -> None:
+    def naive(chunks):  # right on whole streams, wrong when a CR and its LF arrive apart
+        buffer = b""
+        for chunk in chunks:
+            buffer += chunk
+            *lines, buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+            yield from lines
+
+    text = verdict("01.6", naive)
+    assert "\\r | \\n" in text  # the cut between CR and LF, shown byte by byte
+    assert "an empty line" in text
+
+
+def test_retry_or_not_explains_the_failed_stream_case() -> None:
+    answer = {"a": "retry", "b": "restart", "c": "resume", "d": "report", "e": "restart"}
+    text = verdict("05.1", answer)
+    assert text.startswith("Exercise 05.1: not yet:") and "separate product decision" in text
