@@ -72,3 +72,16 @@ def test_canonical_form(path: Path) -> None:
         if "NBVAL_IGNORE_OUTPUT" in _src(cell):
             assert lines[0] == "# NBVAL_IGNORE_OUTPUT", f"code cell {i}: the marker must be the exact first line"
         assert "asyncio.run(" not in _src(cell), f"code cell {i}: use top-level await in notebooks"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_check_cells_say_not_attempted(path: Path) -> None:
+    """The committed labs have untouched stubs, so every check cell must print 'not attempted yet'."""
+    for cell in _load(path)["cells"]:
+        if cell["cell_type"] != "code" or not re.search(r"^check\(", _src(cell), re.M):
+            continue
+        text = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
+        lines = [line for line in text.splitlines() if line.startswith("Exercise ")]
+        assert lines, f"{path.name}: a check cell printed no verdict"
+        for line in lines:
+            assert re.fullmatch(r"Exercise \d\d\.\d+: not attempted yet", line), f"{path.name}: {line}"
