@@ -21,7 +21,7 @@ parser's own `SSELimitError`, a `ValueError`, when the server sends an absurdly 
 | "complete"         | nothing             | the body ended cleanly, on an event boundary                       |
 | "cancelled"        | nothing             | you called `close()` / left the `with` block before the end        |
 | "http_error"       | `HTTPStatusError`   | a status other than 2xx; `.status`, `.headers`, `.body`, `.error` |
-| "not_event_stream" | `NotAnEventStream`  | 2xx with a JSON body instead of a stream (an HTTPStatusError too)  |
+| "not_event_stream" | `NotAnEventStream`  | 2xx that is not text/event-stream (JSON, an HTML page; HTTPStatusError) |
 | "connect_error"    | `ConnectError`      | no response at all: refused, reset or closed before the headers    |
 | "invalid_request"  | `InvalidRequest`    | the request cannot be sent (bad URL scheme, invalid header): final |
 | "broken"           | `ConnectionBroken`  | the connection died before the body's proper end                   |
@@ -162,7 +162,8 @@ class HTTPStatusError(StreamEndError):
 
 
 class NotAnEventStream(HTTPStatusError):
-    """A 2xx answer with a JSON body instead of an event stream (typically: `"stream": true` was not sent)."""
+    """A 2xx answer that is not `text/event-stream`: a JSON body (typically `"stream": true` was not sent),
+    or an HTML page from a proxy. The standard fails such a connection instead of parsing it."""
 
     end_reason = "not_event_stream"
 
@@ -329,7 +330,9 @@ class _Base:
         exc = HTTPStatusError(status, headers, body, elapsed=self._elapsed())
         if 200 <= status < 300:
             exc = NotAnEventStream(status, headers, body, elapsed=self._elapsed())
-            exc.args = (f"HTTP {status} with a JSON body, not an event stream (was \"stream\": true sent?)",)
+            media = headers.get("content-type") or "no Content-Type"
+            hint = ' (was "stream": true sent?)' if media.startswith("application/json") else ""
+            exc.args = (f"HTTP {status} with {media}, not text/event-stream: not an event stream{hint}",)
         self.end_reason = exc.end_reason
         self.error = exc
         return exc
@@ -428,7 +431,13 @@ def _own_client_options(url: str) -> dict[str, Any]:
     return options
 
 
-_NOT_SSE = "application/json"
+def _not_event_stream(headers: httpx.Headers) -> bool:
+    """True unless the media type is text/event-stream (parameters such as charset allowed, any case).
+
+    The WHATWG standard fails the connection on any other Content-Type; an HTML error page from a proxy or
+    a JSON body (a request without "stream": true) must not be parsed as events."""
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media_type != "text/event-stream"
 _HAS_TIMEOUT_CM = hasattr(asyncio, "timeout")
 
 
@@ -493,7 +502,7 @@ class EventStream(_Base):
                 content = b""
             self._release()
             raise self._http_error(response.status_code, response.headers, content)
-        if response.headers.get("content-type", "").startswith(_NOT_SSE):
+        if _not_event_stream(response.headers):
             try:
                 content = _read_capped_sync(response)
             except httpx.HTTPError:
@@ -643,8 +652,7 @@ class AsyncEventStream(_Base):
         self.headers_at = time.perf_counter()
         self._response = response
         self.status, self.headers = response.status_code, response.headers
-        json_body = response.headers.get("content-type", "").startswith(_NOT_SSE)
-        if not 200 <= response.status_code < 300 or json_body:
+        if not 200 <= response.status_code < 300 or _not_event_stream(response.headers):
             try:
                 content = await _read_capped_async(response)
             except httpx.HTTPError:

@@ -559,3 +559,41 @@ def test_a_broken_json_body_instead_of_a_stream_is_reported_and_released() -> No
     thread.join(5)
     listener.close()
     assert stream.end_reason == "not_event_stream"
+
+
+def _serve_once(content_type: str | None, body: bytes) -> tuple[int, threading.Thread, socket.socket]:
+    """A one-shot raw HTTP/1.1 server on loopback answering 200 with this Content-Type (or none)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    head = "" if content_type is None else f"Content-Type: {content_type}\r\n"
+
+    def serve_once() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        conn.close()
+
+    thread = threading.Thread(target=serve_once)
+    thread.start()
+    return listener.getsockname()[1], thread, listener
+
+
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "text/plain", None])
+def test_a_2xx_that_is_not_an_event_stream_is_refused(content_type: str | None) -> None:
+    """As the standard says: any Content-Type but text/event-stream fails (a proxy's HTML page, say)."""
+    port, thread, listener = _serve_once(content_type, b"data: looks like SSE\n\n")
+    stream = EventStream(f"http://127.0.0.1:{port}/v1/chat/completions", {"model": "m"})
+    with pytest.raises(NotAnEventStream, match="not text/event-stream"):
+        stream.open()
+    thread.join(5)
+    listener.close()
+    assert stream.end_reason == "not_event_stream" and stream.events == []
+
+
+def test_event_stream_media_type_is_matched_without_case_or_parameters() -> None:
+    port, thread, listener = _serve_once("Text/Event-Stream;charset=UTF-8", b"data: a\n\ndata: [DONE]\n\n")
+    with EventStream(f"http://127.0.0.1:{port}/v1/chat/completions", {"model": "m"}) as stream:
+        assert [t.data for t in stream] == ["a", "[DONE]"]
+    thread.join(5)
+    listener.close()
