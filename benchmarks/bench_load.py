@@ -30,9 +30,9 @@ import time
 
 import httpx
 
-from streamlab import shapes
-from streamlab.client import AsyncEventStream, EventStream, TimedEvent, astream_chat, stream_chat
-from streamlab.standin import Episode, Send, StandIn, Wait
+from streamlab.core import shapes
+from streamlab.net.client import AsyncEventStream, EventStream, TimedEvent, astream_chat, stream_chat
+from streamlab.net.standin import Episode, Send, StandIn, Wait
 
 TOKENS = 30
 GAP = 0.02

@@ -64,7 +64,7 @@ from httpx_sse import EventSource
 from openai._streaming import SSEDecoder as OpenAISSEDecoder
 from sseclient import SSEClient
 
-from streamlab.sse import SSEEvent, SSEParser
+from streamlab.core.sse import SSEEvent, SSEParser
 
 KIB = 1024
 MIB = 1024 * 1024

@@ -9,7 +9,7 @@ Layers, each usable alone (lower layers never import higher ones):
 * tools: `timing`, `plots`, `widgets`, `relay`, `conformance`, `cli`.
 """
 
-from .sse import SSEEvent, SSELimitError, SSEParser
+from .core.sse import SSEEvent, SSELimitError, SSEParser
 
 __version__ = "0.1.0"
 __all__ = ["SSEEvent", "SSEParser", "SSELimitError", "__version__"]

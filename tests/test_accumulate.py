@@ -18,21 +18,21 @@ from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from streamlab import shapes
-from streamlab.accumulate import (
+from streamlab.core import shapes
+from streamlab.core.accumulate import (
     ChatAccumulator,
     Disagreement,
+    ErrorInStream,
     FrameError,
     Outcome,
     Replay,
     ResponsesAccumulator,
     SequenceError,
-    StreamError,
     ToolCallError,
     replay,
 )
-from streamlab.fuzz import chunks_at
-from streamlab.sse import SSEEvent
+from streamlab.core.fuzz import chunks_at
+from streamlab.core.sse import SSEEvent
 
 RUNS = 60
 PIECES = ["Hel", "lo", " w\u00f6rld", " \U0001f642", " \u2603\ufe0f"]  # 2-, 3- and 4-byte characters
@@ -180,10 +180,10 @@ def test_chat_error_frame(event: str | None, code: str | int | None) -> None:
     error = shapes.error_body("boom \u26a1", code=code)
     frames = shapes.chat_error_stream(["Hel", "lo"], error, event=event, then_done=True)
     for r in every_chunking(frames, ChatAccumulator, f"err-{event}-{code}"):
-        assert isinstance(r.error, StreamError) and r.error.error == error["error"]
+        assert isinstance(r.error, ErrorInStream) and r.error.error == error["error"]
         assert r.accumulator.text == {0: "Hello"}, "text received before the error is kept"
         assert r.outcome is Outcome.FAILED and not r.accumulator.saw_done
-    with pytest.raises(StreamError, match="boom") as info:
+    with pytest.raises(ErrorInStream, match="boom") as info:
         acc = ChatAccumulator()
         for ev in [SSEEvent(data=json.dumps(error))]:
             acc.feed(ev)
@@ -280,7 +280,7 @@ def test_chat_agrees_with_the_openai_sdk_accumulator(frames: list[bytes]) -> Non
     """
     ours = replay([b"".join(frames)], ChatAccumulator()).accumulator
     state = ChatCompletionStreamState()
-    from streamlab.sse import parse
+    from streamlab.core.sse import parse
 
     for ev in parse(b"".join(frames))[0]:
         if ev.data != "[DONE]":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamlab.broken import (
+from streamlab.core.broken import (
     SHOWCASE,
     FindTheBugsSnippet,
     TextLineParser,
@@ -20,13 +20,13 @@ from streamlab.broken import (
     split_explorer_text,
     split_kinds,
 )
+from streamlab.core.fixtures import load_fixtures
+from streamlab.core.fuzz import ALL_FIELDS, Contender, check, run_harness, smallest_failing_split, streamlab_contender
+from streamlab.core.sse import SSEEvent, SSEParser
 from streamlab.exercises import verdict
 from streamlab.exercises.lab02 import REPAIR_FIXTURES, check_repair
-from streamlab.fixtures import load_fixtures
-from streamlab.fuzz import ALL_FIELDS, Contender, check, run_harness, smallest_failing_split, streamlab_contender
-from streamlab.plots import plot_share_heatmap, plot_strategy_bars
-from streamlab.sse import SSEEvent, SSEParser
-from streamlab.widgets import split_explorer
+from streamlab.tools.plots import plot_share_heatmap, plot_strategy_bars
+from streamlab.tools.widgets import split_explorer
 
 FIXTURES = {f.name: f for f in load_fixtures()}
 

@@ -11,12 +11,12 @@ import warnings
 
 import pytest
 
-from streamlab.accumulate import ChatAccumulator, Outcome, ResponsesAccumulator
-from streamlab.client import astream_chat, stream_chat
-from streamlab.resume import ResumableResponseStream
-from streamlab.retry import RetryingStream
-from streamlab.shapes import chat_text_stream, responses_text_stream
-from streamlab.standin import Episode, StandIn, StoredResponse, paced
+from streamlab.core.accumulate import ChatAccumulator, Outcome, ResponsesAccumulator
+from streamlab.core.shapes import chat_text_stream, responses_text_stream
+from streamlab.net.client import astream_chat, stream_chat
+from streamlab.net.resuming import ResumableResponseStream
+from streamlab.net.retrying import RetryingStream
+from streamlab.net.standin import Episode, StandIn, StoredResponse, paced
 
 N_PIECES = 200
 STOP_AFTER = 5

@@ -10,20 +10,21 @@ import time
 import httpx
 import pytest
 
-from streamlab import shapes
-from streamlab.client import (
+from streamlab.core import shapes
+from streamlab.core.sse import SSELimitError, SSEParser, parse
+from streamlab.net.client import (
     RETRYABLE_TRANSPORT_ERRORS,
     AsyncEventStream,
-    ConnectError,
+    BadStatus,
+    ConnectFailed,
     ConnectionBroken,
     DeadlineExceeded,
     EventStream,
-    HTTPStatusError,
     IdleTimeout,
     IncompleteEvent,
-    InvalidRequest,
     NotAnEventStream,
-    ReadTimeout,
+    ReadStalled,
+    RequestNotSent,
     StreamEndError,
     TimedEvent,
     aresume_response,
@@ -33,8 +34,7 @@ from streamlab.client import (
     stream_chat,
     stream_responses,
 )
-from streamlab.sse import SSELimitError, SSEParser, parse
-from streamlab.standin import (
+from streamlab.net.standin import (
     Cut,
     End,
     Episode,
@@ -165,7 +165,7 @@ def test_a_shared_httpx_client_is_left_open(server):
 
 
 def test_http_error_carries_status_headers_and_parsed_body(server):
-    with pytest.raises(HTTPStatusError) as info:
+    with pytest.raises(BadStatus) as info:
         with stream_chat(server.base_url, {"model": "flaky"}):
             pass
     err = info.value
@@ -182,7 +182,7 @@ def test_http_error_for_unknown_model_and_async(server):
         async with astream_chat(server.base_url, {"model": "nope"}):
             pass
 
-    with pytest.raises(HTTPStatusError) as info:
+    with pytest.raises(BadStatus) as info:
         asyncio.run(run())
     assert info.value.status == 404 and info.value.error["code"] == "model_not_found"
 
@@ -193,7 +193,7 @@ def test_a_json_body_where_a_stream_was_expected(server):
         stream.open()
     assert info.value.status == 200 and info.value.body["object"] == "chat.completion"
     assert stream.end_reason == "not_event_stream"
-    assert isinstance(info.value, HTTPStatusError)
+    assert isinstance(info.value, BadStatus)
 
 
 def test_connect_error_when_nothing_listens():
@@ -201,7 +201,7 @@ def test_connect_error_when_nothing_listens():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     stream = stream_chat(f"http://127.0.0.1:{port}/v1", {"model": "m"})
-    with pytest.raises(ConnectError) as info:
+    with pytest.raises(ConnectFailed) as info:
         stream.open()
     assert stream.end_reason == "connect_error" and info.value.events_received == 0
 
@@ -301,7 +301,7 @@ def test_a_line_past_the_parser_limit_raises_after_the_events_before_it(server):
 
 
 def test_read_timeout_between_bytes(server):
-    with pytest.raises(ReadTimeout) as info, \
+    with pytest.raises(ReadStalled) as info, \
             stream_chat(server.base_url, {"model": "stall"}, read_timeout=0.2) as stream:
         for _ in stream:
             pass
@@ -315,7 +315,7 @@ def test_deadline_is_distinct_from_the_read_timeout(server):
             stream_chat(server.base_url, {"model": "stall"}, read_timeout=30, deadline=0.3) as stream:
         for _ in stream:
             pass
-    assert stream.end_reason == "deadline" and not isinstance(info.value, ReadTimeout)
+    assert stream.end_reason == "deadline" and not isinstance(info.value, ReadStalled)
     assert 0.3 <= time.perf_counter() - t0 < 10  # well before the 30 s read timeout
 
 
@@ -368,7 +368,7 @@ def test_async_timeouts(server):
             async for _ in stream:
                 pass
 
-    with pytest.raises(ReadTimeout):
+    with pytest.raises(ReadStalled):
         asyncio.run(run("stall", read_timeout=0.2))
     with pytest.raises(DeadlineExceeded):
         asyncio.run(run("stall", read_timeout=30, deadline=0.3))
@@ -382,7 +382,7 @@ def test_timeouts_must_be_positive():
 
 
 def test_every_failure_is_a_stream_error():
-    for cls in (HTTPStatusError, ConnectError, ConnectionBroken, ReadTimeout, IdleTimeout, DeadlineExceeded,
+    for cls in (BadStatus, ConnectFailed, ConnectionBroken, ReadStalled, IdleTimeout, DeadlineExceeded,
                 IncompleteEvent, NotAnEventStream):
         assert issubclass(cls, StreamEndError)
 
@@ -533,7 +533,7 @@ def test_non_ascii_last_event_id_round_trips_as_utf8() -> None:
 
 def test_a_request_that_cannot_be_sent_is_not_a_retryable_connect_error() -> None:
     stream = EventStream("htp://127.0.0.1:1/v1/chat/completions", {"model": "m"})
-    with pytest.raises(InvalidRequest) as info:
+    with pytest.raises(RequestNotSent) as info:
         stream.open()
     assert stream.end_reason == "invalid_request"
     assert not isinstance(info.value, RETRYABLE_TRANSPORT_ERRORS)

@@ -13,18 +13,8 @@ import random
 import httpx
 import pytest
 
-from streamlab.accumulate import Outcome, ResponsesAccumulator
-from streamlab.client import IdleTimeout, stream_responses
-from streamlab.resume import (
-    CursorError,
-    LastEventIdStream,
-    ResumableResponseStream,
-    ResumeError,
-    SequenceCursor,
-    is_content_event,
-    is_keepalive,
-)
-from streamlab.shapes import (
+from streamlab.core.accumulate import Outcome, ResponsesAccumulator
+from streamlab.core.shapes import (
     chat_text_stream,
     responses_frames,
     responses_text_events,
@@ -32,8 +22,18 @@ from streamlab.shapes import (
     sse_comment,
     sse_frame,
 )
-from streamlab.sse import SSEEvent, SSEParser, parse
-from streamlab.standin import Cut, Episode, KeepAlive, Send, StandIn, StoredResponse, Wait
+from streamlab.core.sse import SSEEvent, SSEParser, parse
+from streamlab.net.client import IdleTimeout, stream_responses
+from streamlab.net.resuming import (
+    LastEventIdStream,
+    ResumableResponseStream,
+    ResumeError,
+    SequenceCursor,
+    SequenceError,
+    is_content_event,
+    is_keepalive,
+)
+from streamlab.net.standin import Cut, Episode, KeepAlive, Send, StandIn, StoredResponse, Wait
 
 PIECES = ["Grüße ", "aus ", "Köln ", "— ", "日本語 ", "🙂 ", "ça ", "va"]
 TEXT = "".join(PIECES)
@@ -79,7 +79,7 @@ def test_numbered_keepalives_are_followed_but_do_not_move_the_cursor() -> None:
     assert c.admit({"type": "response.output_text.delta", "sequence_number": 5})
     assert c.value == 5
     assert not c.admit({"type": "keepalive", "sequence_number": 4})  # repeated after a reconnect: ignored
-    with pytest.raises(CursorError) as info:  # a keep-alive that jumps ahead reveals lost events
+    with pytest.raises(SequenceError) as info:  # a keep-alive that jumps ahead reveals lost events
         c.admit({"type": "keepalive", "sequence_number": 9})
     assert info.value.kind == "skipped" and info.value.expected == 6
     assert is_keepalive({"type": "keepalive"}) and not is_keepalive({"type": "a", "sequence_number": 0})
@@ -88,7 +88,7 @@ def test_numbered_keepalives_are_followed_but_do_not_move_the_cursor() -> None:
 @pytest.mark.parametrize(("got", "kind"), [(2, "replayed"), (1, "replayed"), (4, "skipped"), (10, "skipped")])
 def test_replay_and_skip_are_errors_that_say_what_happened(got: int, kind: str) -> None:
     c = SequenceCursor(2)
-    with pytest.raises(CursorError) as info:
+    with pytest.raises(SequenceError) as info:
         c.admit({"type": "response.output_text.delta", "sequence_number": got})
     err = info.value
     assert err.kind == kind and err.expected == 3 and err.got == got
@@ -248,7 +248,7 @@ def test_a_server_that_replays_is_caught(server: StandIn) -> None:
     server.set_scripts({"bg": [Episode([Send(b"".join(clean[:3])), Cut()])]}, stored={RID: replaying})
     server.reset()
     got: list[int] = []
-    with pytest.raises(CursorError) as info:
+    with pytest.raises(SequenceError) as info:
         with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
             for t in stream:
                 got.append(json.loads(t.data)["sequence_number"])
@@ -260,7 +260,7 @@ def test_a_server_that_skips_is_caught(server: StandIn) -> None:
     skipping = StoredResponse.from_frames(clean[:3] + clean[4:])
     server.set_scripts({"bg": [Episode([Send(b"".join(clean[:3])), Cut()])]}, stored={RID: skipping})
     server.reset()
-    with pytest.raises(CursorError) as info:
+    with pytest.raises(SequenceError) as info:
         with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
             for _ in stream:
                 pass

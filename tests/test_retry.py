@@ -10,8 +10,9 @@ import random
 import httpx
 import pytest
 
-from streamlab.client import ConnectionBroken, astream_chat, stream_chat
-from streamlab.retry import (
+from streamlab.core.shapes import chat_text_stream
+from streamlab.net.client import ConnectionBroken, astream_chat, stream_chat
+from streamlab.net.retrying import (
     AsyncRetryingStream,
     Attempt,
     AttemptResult,
@@ -24,8 +25,7 @@ from streamlab.retry import (
     parse_retry_after,
     plot_attempts,
 )
-from streamlab.shapes import chat_text_stream
-from streamlab.standin import Cut, Episode, Send, StandIn, error_episode
+from streamlab.net.standin import Cut, Episode, Send, StandIn, error_episode
 
 # -- classification ------------------------------------------------------------------------------------
 
@@ -46,7 +46,7 @@ def test_client_errors_are_never_retried(status: int) -> None:
 
 
 def test_connection_error_is_retried() -> None:
-    d = RetryPolicy(seed=1).decide(1, AttemptResult(error="ConnectError: refused"))
+    d = RetryPolicy(seed=1).decide(1, AttemptResult(error="ConnectFailed: refused"))
     assert d.retry
 
 
@@ -159,14 +159,14 @@ def test_retry_after_longer_than_allowed_gives_up_and_says_why() -> None:
 def test_retry_error_lists_every_attempt() -> None:
     attempts = [
         Attempt(1, 0.0, 0.01, AttemptResult(status=503), Decision(True, 0.5, "x", "backoff")),
-        Attempt(2, 0.51, 0.52, AttemptResult(error="ConnectError: refused"), Decision(True, 1.0, "x", "backoff")),
+        Attempt(2, 0.51, 0.52, AttemptResult(error="ConnectFailed: refused"), Decision(True, 1.0, "x", "backoff")),
         Attempt(3, 1.52, 1.53, AttemptResult(status=429), Decision(False, 0.0, "gave up after 3 attempt(s)")),
     ]
     err = RetryError(attempts)
     text = str(err)
     assert "3 attempt(s)" in text
     for needle in ("attempt 1: started at +0.000 s, HTTP 503", "waited 0.500 s (backoff)",
-                   "attempt 2: started at +0.510 s, connection error: ConnectError: refused",
+                   "attempt 2: started at +0.510 s, connection error: ConnectFailed: refused",
                    "attempt 3: started at +1.520 s, HTTP 429", "gave up: gave up after 3 attempt(s)"):
         assert needle in text, needle
     assert err.status == 429
@@ -259,7 +259,7 @@ def test_connection_refused_is_retried() -> None:
     with pytest.raises(RetryError) as info:
         list(rs)
     assert len(info.value.attempts) == 3 and len(fake.sleeps) == 2
-    assert all("connection error: ConnectError" in a.result.describe() for a in info.value.attempts)
+    assert all("connection error: ConnectFailed" in a.result.describe() for a in info.value.attempts)
 
 
 def test_a_cut_before_the_first_event_is_retried(server: StandIn) -> None:

@@ -12,8 +12,8 @@ import time
 import openai  # a declared dependency: a missing SDK must fail, not skip
 import pytest
 
-from streamlab import shapes
-from streamlab.standin import Episode, Send, StandIn, error_episode, paced
+from streamlab.core import shapes
+from streamlab.net.standin import Episode, Send, StandIn, error_episode, paced
 
 WORDS = ["Hel", "lo ", "w\u00f6rld"]
 CHAT = shapes.chat_text_stream(WORDS, model="m")

@@ -14,8 +14,8 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 
-from streamlab import shapes
-from streamlab.sse import SSEEvent, parse
+from streamlab.core import shapes
+from streamlab.core.sse import SSEEvent, parse
 
 RESPONSE_EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
 PIECES = ["Hel", "lo", " w\u00f6rld", " \U0001f642"]

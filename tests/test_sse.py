@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamlab.fixtures import RULES, load_fixtures
-from streamlab.fuzz import STRATEGIES, chunks_at, run_harness, streamlab_contender
-from streamlab.sse import SSEEvent, SSELimitError, SSEParser, parse
+from streamlab.core.fixtures import RULES, load_fixtures
+from streamlab.core.fuzz import STRATEGIES, chunks_at, run_harness, streamlab_contender
+from streamlab.core.sse import SSEEvent, SSELimitError, SSEParser, parse
 
 FIXTURES = load_fixtures()
 

@@ -14,9 +14,9 @@ import time
 import httpx
 import pytest
 
-from streamlab import shapes
-from streamlab.sse import parse
-from streamlab.standin import (
+from streamlab.core import shapes
+from streamlab.core.sse import parse
+from streamlab.net.standin import (
     SCENARIOS,
     Cut,
     End,

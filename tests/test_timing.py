@@ -10,11 +10,11 @@ import math
 
 import pytest
 
+from streamlab.core.shapes import chat_refusal_stream, chat_text_stream
+from streamlab.core.sse import SSEEvent, SSEParser
 from streamlab.exercises import verdict
 from streamlab.exercises.lab04 import lab04_streams
-from streamlab.shapes import chat_refusal_stream, chat_text_stream
-from streamlab.sse import SSEEvent, SSEParser
-from streamlab.timing import (
+from streamlab.net.live import (
     Schedule,
     Timing,
     chat_text_timeline,
@@ -136,7 +136,7 @@ def test_schedule() -> None:
 
 
 def test_scheduled_episode_sends_the_role_early_and_waits_the_scheduled_total() -> None:
-    from streamlab.standin import Send, Wait
+    from streamlab.net.standin import Send, Wait
 
     s = Schedule(0.3, 0.04, ("a", "bc", "def"))
     ep = scheduled_chat_episode(s, role_at=0.05)
@@ -207,14 +207,14 @@ LIVE = Schedule(0.3, 0.05, tuple(f"w{i:02d} " for i in range(24)))  # last piece
 
 @pytest.fixture(scope="module")
 def live_server():
-    from streamlab.standin import StandIn
+    from streamlab.net.standin import StandIn
 
     with StandIn({"sched": scheduled_chat_episode(LIVE)}) as server:
         yield server
 
 
 def test_three_clients_same_bytes_different_view(live_server) -> None:
-    from streamlab.timing import CLIENT_LABELS, run_three_clients
+    from streamlab.net.live import CLIENT_LABELS, run_three_clients
 
     live_server.reset()
     res = run_three_clients(live_server.base_url, "sched")
@@ -239,7 +239,7 @@ def test_three_clients_same_bytes_different_view(live_server) -> None:
 
 
 async def _async_run(base_url: str) -> Timing:
-    from streamlab.timing import astream_timing
+    from streamlab.net.live import astream_timing
 
     return await astream_timing(base_url, "sched")
 
@@ -254,7 +254,7 @@ def test_async_client_measures_the_same_schedule(live_server) -> None:
 
 
 def test_timed_events_and_pairs_give_the_same_timeline(live_server) -> None:
-    from streamlab.timing import stream_timing
+    from streamlab.net.live import stream_timing
 
     tm = stream_timing(live_server.base_url, "sched")
     events = tm.notes["arrivals"]
@@ -265,8 +265,8 @@ def test_timed_events_and_pairs_give_the_same_timeline(live_server) -> None:
 
 
 def test_responses_ttft_is_the_first_text_delta_not_the_lifecycle_events() -> None:
-    from streamlab.shapes import responses_text_stream
-    from streamlab.timing import responses_text_timeline
+    from streamlab.core.shapes import responses_text_stream
+    from streamlab.net.live import responses_text_timeline
 
     frames = responses_text_stream(["Hi ", "there"])
     events = [ev for f in frames for ev in SSEParser().feed(f)]
@@ -286,7 +286,7 @@ def test_responses_ttft_is_the_first_text_delta_not_the_lifecycle_events() -> No
 
 
 def test_save_and_load_timings_round_trip(tmp_path) -> None:
-    from streamlab.timing import load_timings, save_timings
+    from streamlab.net.live import load_timings, save_timings
 
     sched = Schedule(0.3, 0.04, ("a", "bc", "d\u00e9f"))
     timings = [sched.timing("ideal"), Timing("late", ((0.5, 6),), 0.5), Timing("nothing", (), 0.2)]
@@ -303,7 +303,7 @@ def test_save_and_load_timings_round_trip(tmp_path) -> None:
 
 
 def test_load_timings_names_the_file_and_the_bad_entry(tmp_path) -> None:
-    from streamlab.timing import load_timings
+    from streamlab.net.live import load_timings
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"timings": [{"label": "ok", "total": 1, "points": [[0.5, 3]]},'
@@ -316,8 +316,8 @@ def test_load_timings_names_the_file_and_the_bad_entry(tmp_path) -> None:
 
 
 def test_the_committed_recording_tells_the_lab_story() -> None:
-    from streamlab.fixtures import data_dir
-    from streamlab.timing import CLIENT_LABELS, load_timings
+    from streamlab.core.fixtures import data_dir
+    from streamlab.net.live import CLIENT_LABELS, load_timings
 
     run = load_timings(data_dir() / "timings" / "three-clients.json")
     assert list(run.timings) == list(CLIENT_LABELS) and run.schedule is not None

@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..fixtures import load_fixtures
-from ..fuzz import chunks_at, show_split, visible_bytes
-from ..sse import SSEParser
+from ..core.fixtures import load_fixtures
+from ..core.fuzz import chunks_at, show_split, visible_bytes
+from ..core.sse import SSEParser
 from . import exercise
 
 PRACTICE_1: dict[str, bytes] = {

@@ -14,9 +14,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..fixtures import Fixture, load_fixtures
-from ..fuzz import Contender, ParseResult, check, run_harness, show_split, smallest_failing_split
-from ..sse import SSEEvent
+from ..core.fixtures import Fixture, load_fixtures
+from ..core.fuzz import Contender, ParseResult, check, run_harness, show_split, smallest_failing_split
+from ..core.sse import SSEEvent
 from . import exercise
 
 __all__ = ["REPAIR_FIXTURES", "data_only", "repair_contender", "check_repair", "RANDOM_RUNS"]

@@ -7,8 +7,8 @@
   of every event in order (the literal `[DONE]` included, if it came) and whether the caller stopped
   reading, and returns "complete", "incomplete", "failed", "truncated" or "cancelled".
 
-The cases are built with `streamlab.shapes` and the expected answers come from what was streamed (the
-builders' inputs) or from `streamlab.accumulate`, never typed in by hand.
+The cases are built with `streamlab.core.shapes` and the expected answers come from what was streamed (the
+builders' inputs) or from `streamlab.core.accumulate`, never typed in by hand.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .. import shapes
-from ..accumulate import ChatAccumulator, StreamError
-from ..sse import parse
+from ..core import shapes
+from ..core.accumulate import ChatAccumulator, ErrorInStream
+from ..core.sse import parse
 from . import NotAttempted, exercise
 
 _THREE_CALLS = (
@@ -127,7 +127,7 @@ def expected_outcome(frames: list[bytes], cancelled: bool) -> str:
     try:
         for ev in events:
             acc.feed(ev)
-    except StreamError:
+    except ErrorInStream:
         pass
     if cancelled:
         acc.cancel()

@@ -7,7 +7,7 @@
 * 05.2 `should_retry(status, events_delivered)`: the retry rule as a function.
 * 05.3 `resume_cursor(payloads)`: the `starting_after` value after the events handled so far.
 
-The checkers compare with `streamlab.retry.RetryPolicy` and `streamlab.resume.SequenceCursor`, the same
+The checkers compare with `streamlab.net.retrying.RetryPolicy` and `streamlab.net.resuming.SequenceCursor`, the same
 code the lab runs against the stand-in.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..resume import CursorError, SequenceCursor
-from ..retry import AttemptResult, RetryPolicy
+from ..net.resuming import SequenceCursor, SequenceError
+from ..net.retrying import AttemptResult, RetryPolicy
 from . import NotAttempted, exercise
 
 ACTIONS = ("retry", "restart", "resume", "report")
@@ -131,7 +131,7 @@ def check_resume_cursor(answer: Any) -> None:
             for p in payloads:
                 cursor.admit(p)
             want: Any = cursor.value
-        except CursorError:
+        except SequenceError:
             want = ValueError
         try:
             got = fn([dict(p) for p in payloads])

@@ -33,6 +33,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.errors import RetryError
+
 __all__ = [
     "RETRYABLE_STATUSES",
     "NEVER_RETRY_STATUSES",
@@ -252,32 +254,13 @@ class Attempt:
                 f"after {self.ended - self.started:.3f} s; {after}")
 
 
-class RetryError(Exception):
-    """Every attempt failed, or one failed in a way that must not be retried.
-
-    `attempts` holds each `Attempt`; `last_error` is the exception of the final attempt (also chained as
-    `__cause__`), so nothing already known is lost.
-    """
-
-    def __init__(self, attempts: list[Attempt], last_error: BaseException | None = None) -> None:
-        lines = [a.line() for a in attempts]
-        super().__init__(f"request failed after {len(attempts)} attempt(s):\n  " + "\n  ".join(lines))
-        self.attempts = attempts
-        self.last_error = last_error
-
-    @property
-    def status(self) -> int | None:
-        """The HTTP status of the last attempt, if it ended with one."""
-        return self.attempts[-1].result.status if self.attempts else None
-
-
 # -- running the policy against the client ---------------------------------------------------------------
 
 def _result_from_exception(exc: BaseException, events_delivered: int) -> AttemptResult | None:
     """Map a client exception to an AttemptResult; None means "not a transport or HTTP failure: re-raise"."""
     from . import client as _client  # the I/O layer, imported late: the policy above needs no httpx
 
-    if isinstance(exc, _client.HTTPStatusError):
+    if isinstance(exc, _client.BadStatus):
         return AttemptResult(status=exc.status, headers=exc.headers or {}, events_delivered=events_delivered)
     if isinstance(exc, _client.RETRYABLE_TRANSPORT_ERRORS):
         return AttemptResult(error=f"{type(exc).__name__}: {exc}", events_delivered=events_delivered)

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import httpx
 
-from .fuzz import Contender, ParseResult
-from .sse import SSEEvent
+from ..core.fuzz import Contender, ParseResult
+from ..core.sse import SSEEvent
 
 __all__ = [
     "SSE_CONTENT_TYPE",

@@ -418,7 +418,7 @@ class HttpxIterLines(TextLineParser):
 
     @staticmethod
     def run(chunks: Sequence[bytes]) -> ParseResult:
-        from .peers import response_from_chunks  # httpx is needed only here
+        from ..net.peers import response_from_chunks  # httpx is needed only here
 
         parser = HttpxIterLines()
         events: list[SSEEvent] = []
@@ -558,7 +558,7 @@ class HttpxLinesSample:
 
     @staticmethod
     def run(chunks: Sequence[bytes]) -> ParseResult:
-        from .peers import response_from_chunks  # httpx is needed only here
+        from ..net.peers import response_from_chunks  # httpx is needed only here
 
         lines = response_from_chunks(chunks).iter_lines()
         return ParseResult(tuple(SSEEvent("message", data) for data in sample_parse_sse_lines(lines)))

@@ -20,8 +20,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .fuzz import HarnessResult
-from .timing import Schedule, Timing, illustrative_blank_share
+from ..core.fuzz import HarnessResult
+from ..net.live import Schedule, Timing, illustrative_blank_share
 
 __all__ = [
     "plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS", "plot_share_heatmap", "plot_strategy_bars",

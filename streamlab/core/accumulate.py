@@ -18,7 +18,7 @@ complete   the terminal marker came and nothing was cut: Chat `[DONE]` with ever
 incomplete the server ended the answer early on purpose and said so: finish_reason "length" or
            "content_filter", `[DONE]` with a choice that never got a finish_reason, `response.incomplete`
            (see `incomplete_reason`).
-failed     the server reported an error: an error object inside the 200 stream (`StreamError` is raised),
+failed     the server reported an error: an error object inside the 200 stream (`ErrorInStream` is raised),
            a Responses `error` event, or `response.failed`.
 truncated  the bytes stopped without a terminal marker: a dropped connection, a proxy timeout.
 cancelled  our side stopped reading (the caller called `cancel()`) before the terminal marker. It wins
@@ -26,7 +26,7 @@ cancelled  our side stopped reading (the caller called `cancel()`) before the te
 ========== ==============================================================================================
 
 Errors are loud and keep what was received: a `data:` that is not JSON raises `FrameError`, a replayed
-or reordered Responses event raises `SequenceError`, an error object raises `StreamError`; the text and
+or reordered Responses event raises `SequenceError`, an error object raises `ErrorInStream`; the text and
 calls gathered so far stay in the accumulator. A tool call's arguments are parsed only when the call is
 complete (`ToolCallError` otherwise), so half a JSON document never reaches a function.
 """
@@ -36,14 +36,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, NamedTuple, TypeVar
 
+from .endings import Outcome
+from .errors import ErrorInStream, FrameError, SequenceError, ToolCallError
 from .sse import SSEEvent, SSEParser
 
 __all__ = [
     "Outcome",
-    "StreamError",
+    "ErrorInStream",
     "FrameError",
     "SequenceError",
     "ToolCallError",
@@ -81,67 +82,6 @@ RESPONSES_KNOWN_EVENTS = frozenset({
 })
 """Responses event types this accumulator knows (the ones it needs plus documented ones it may ignore).
 Anything else is counted in `unknown_events` and skipped, as the API reference tells clients to do."""
-
-
-class Outcome(str, Enum):
-    """How a stream ended (see the module docstring for the exact rule behind each)."""
-
-    COMPLETE = "complete"
-    INCOMPLETE = "incomplete"
-    FAILED = "failed"
-    TRUNCATED = "truncated"
-    CANCELLED = "cancelled"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class StreamError(Exception):
-    """The server reported an error inside a stream whose HTTP status was already 200.
-
-    `error` is the error object exactly as received (for Chat, the value of the `"error"` key; for a
-    Responses `error` event, the event itself). Its `code` may be a string, an integer or null.
-    """
-
-    def __init__(self, error: Any, *, event_number: int | None = None) -> None:
-        self.error = error
-        self.event_number = event_number
-        where = f" (event #{event_number})" if event_number is not None else ""
-        if isinstance(error, dict):
-            bits = [str(error[k]) for k in ("type", "code") if error.get(k) not in (None, "", "error")]
-            label = "/".join(dict.fromkeys(bits)) or "error"
-            message = f"{label}: {error.get('message', '(no message)')}"
-        else:
-            message = repr(error)
-        super().__init__(f"error inside the stream{where}: {message}")
-
-
-class FrameError(ValueError):
-    """An event's `data` is not what the dialect promises (not JSON, not an object, a field missing)."""
-
-    def __init__(self, problem: str, event: SSEEvent, event_number: int) -> None:
-        self.event = event
-        self.event_number = event_number
-        self.text = event.data
-        shown = event.data if len(event.data) <= 120 else event.data[:117] + "..."
-        super().__init__(f"event #{event_number} (event type {event.event!r}): {problem}; its data: {shown!r}")
-
-
-class SequenceError(ValueError):
-    """A Responses `sequence_number` did not increase: an event was replayed or arrived out of order."""
-
-    def __init__(self, previous: int, got: int, event_type: str) -> None:
-        self.previous = previous
-        self.got = got
-        kind = "replayed" if got == previous else "went backwards"
-        super().__init__(
-            f"sequence_number {kind}: {event_type!r} has sequence_number {got}, "
-            f"but {previous} was already handled (numbers must strictly increase)"
-        )
-
-
-class ToolCallError(ValueError):
-    """A tool call is not safe to run: incomplete, cut off, unnamed, or its arguments are not a JSON object."""
 
 
 @dataclass
@@ -230,7 +170,7 @@ class ChatAccumulator(_Base):
         self.choices: set[int] = set()
 
     def feed(self, event: SSEEvent) -> None:
-        """Take the next event; raises StreamError on an error object, FrameError on a malformed frame."""
+        """Take the next event; raises ErrorInStream on an error object, FrameError on a malformed frame."""
         self.events += 1
         if self.saw_done or self.error is not None:
             self.late_events += 1  # nothing may follow [DONE] or an error; keep what we have
@@ -243,11 +183,11 @@ class ChatAccumulator(_Base):
             return
         if event.event == "error" and not event.data.lstrip().startswith("{"):
             self.error = {"message": event.data}  # `event: error` with a plain-text body
-            raise StreamError(self.error, event_number=self.events)
+            raise ErrorInStream(self.error, event_number=self.events)
         obj = self._decode(event)
         if event.event == "error" or obj.get("error"):
             self.error = obj.get("error") or obj
-            raise StreamError(self.error, event_number=self.events)
+            raise ErrorInStream(self.error, event_number=self.events)
         self.chunks += 1
         if isinstance(obj.get("usage"), dict):  # null on ordinary chunks when include_usage is set
             self.usage = obj["usage"]
@@ -318,7 +258,7 @@ class ChatAccumulator(_Base):
         outcome = self.outcome()
         reasons = ", ".join(f"choice {i}: {self.finish_reason[i]!r}" for i in sorted(self.finish_reason)) or "none"
         if outcome is Outcome.FAILED:
-            return f"failed: {StreamError(self.error)}"
+            return f"failed: {ErrorInStream(self.error)}"
         if outcome is Outcome.COMPLETE:
             return f"complete: [DONE] arrived; finish reasons {reasons}"
         if outcome is Outcome.INCOMPLETE:
@@ -351,7 +291,7 @@ class ChatAccumulator(_Base):
         if call is None:
             raise ToolCallError(f"{what}: no such call (calls: {sorted(self.tool_calls)})")
         if self.error is not None:
-            raise ToolCallError(f"{what}: the stream failed ({StreamError(self.error)}); do not run it")
+            raise ToolCallError(f"{what}: the stream failed ({ErrorInStream(self.error)}); do not run it")
         reason = self.finish_reason.get(choice)
         if reason is None:
             raise ToolCallError(
@@ -392,7 +332,7 @@ class ResponsesAccumulator(_Base):
         self._final: list[tuple[str, Any, str]] = []  # (what, key, value from a .done event or done item)
 
     def feed(self, event: SSEEvent) -> None:
-        """Take the next event. Raises StreamError (error event), SequenceError, FrameError."""
+        """Take the next event. Raises ErrorInStream (error event), SequenceError, FrameError."""
         self.events += 1
         if self.status is not None or self.error is not None:
             self.late_events += 1
@@ -408,11 +348,13 @@ class ResponsesAccumulator(_Base):
             if not isinstance(seq, int):
                 raise FrameError(f"sequence_number must be an integer, got {seq!r}", event, self.events)
             if self.last_sequence_number is not None and seq <= self.last_sequence_number:
-                raise SequenceError(self.last_sequence_number, seq, kind)
+                raise SequenceError("replayed" if seq == self.last_sequence_number else "went backwards",
+                                    expected=self.last_sequence_number + 1, got=seq, event_type=kind,
+                                    previous=self.last_sequence_number)
             self.last_sequence_number = seq
         if kind == "error" or (obj.get("error") and kind not in RESPONSES_TERMINAL_STATUS):
             self.error = obj["error"] if isinstance(obj.get("error"), dict) else obj
-            raise StreamError(self.error, event_number=self.events)
+            raise ErrorInStream(self.error, event_number=self.events)
         if kind not in RESPONSES_KNOWN_EVENTS:
             self.unknown_events += 1  # e.g. a keep-alive: skip what we do not know, do not crash
             self.unknown_types[kind] = self.unknown_types.get(kind, 0) + 1
@@ -506,7 +448,7 @@ class ResponsesAccumulator(_Base):
             err = self.error if isinstance(self.error, dict) else {}
             return f"failed: response.failed arrived ({err.get('code')}: {err.get('message')})"
         if outcome is Outcome.FAILED:
-            return f"failed: {StreamError(self.error)}"
+            return f"failed: {ErrorInStream(self.error)}"
         if outcome is Outcome.COMPLETE:
             return "complete: response.completed arrived"
         if outcome is Outcome.INCOMPLETE:
@@ -537,7 +479,7 @@ class ResponsesAccumulator(_Base):
         if item is None or item.get("type") != "function_call":
             raise ToolCallError(f"{what}: no such call (function calls at {sorted(self.function_calls())})")
         if self.error is not None:
-            raise ToolCallError(f"{what}: the stream failed ({StreamError(self.error)}); do not run it")
+            raise ToolCallError(f"{what}: the stream failed ({ErrorInStream(self.error)}); do not run it")
         args = self.arguments.get(output_index, "")
         if output_index not in self.done_items:
             raise ToolCallError(
@@ -562,7 +504,7 @@ class Replay:
     accumulator: ChatAccumulator | ResponsesAccumulator
     events: int  # events the parser produced and the accumulator was fed
     cut_mid_event: bool  # the bytes stopped inside an unfinished event (the parser dropped it)
-    error: StreamError | None  # the error reported inside the stream, if any
+    error: ErrorInStream | None  # the error reported inside the stream, if any
 
     @property
     def outcome(self) -> Outcome:
@@ -574,7 +516,7 @@ def replay(
 ) -> Replay:
     """Feed network chunks through an SSE parser into `accumulator`, as a client would.
 
-    Stops at a `StreamError` (recorded in the result, not raised: the stream is over either way).
+    Stops at a `ErrorInStream` (recorded in the result, not raised: the stream is over either way).
     `stop_after=N` plays a caller who stops reading after N events: it calls `accumulator.cancel()`.
     FrameError and SequenceError propagate, with everything gathered so far left in the accumulator.
     """
@@ -591,6 +533,6 @@ def replay(
                 if fed == stop_after:  # the caller hangs up here; the rest is never read
                     accumulator.cancel()
                     return Replay(accumulator, fed, False, None)
-    except StreamError as exc:
+    except ErrorInStream as exc:
         return Replay(accumulator, fed, False, exc)
     return Replay(accumulator, fed, parser.close(), None)

@@ -53,7 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .sse import SSEParser, parse
+from ..core.sse import SSEParser, parse
 
 __all__ = [
     "Wait", "Send", "KeepAlive", "Stall", "Cut", "End", "Step",
@@ -1065,7 +1065,7 @@ SCENARIOS: dict[str, str] = {
 
 def scenario(name: str) -> dict[str, list[Episode | ErrorEpisode]]:
     """The script of a named scenario (see `SCENARIOS`), or of all of them for "all"."""
-    from . import shapes  # sans-IO frame builders; only the named scenarios need them
+    from ..core import shapes  # sans-IO frame builders; only the named scenarios need them
 
     words = [f"w{i:02d} " for i in range(20)]
     if name == "all":

@@ -20,12 +20,12 @@ parser's own `SSELimitError`, a `ValueError`, when the server sends an absurdly 
 |--------------------|---------------------|--------------------------------------------------------------------|
 | "complete"         | nothing             | the body ended cleanly, on an event boundary                       |
 | "cancelled"        | nothing             | you called `close()` / left the `with` block before the end        |
-| "http_error"       | `HTTPStatusError`   | a status other than 2xx; `.status`, `.headers`, `.body`, `.error` |
-| "not_event_stream" | `NotAnEventStream`  | 2xx that is not text/event-stream (JSON, an HTML page; HTTPStatusError) |
-| "connect_error"    | `ConnectError`      | no response at all: refused, reset or closed before the headers    |
-| "invalid_request"  | `InvalidRequest`    | the request cannot be sent (bad URL scheme, invalid header): final |
+| "http_error"       | `BadStatus`   | a status other than 2xx; `.status`, `.headers`, `.body`, `.error` |
+| "not_event_stream" | `NotAnEventStream`  | 2xx that is not text/event-stream (JSON, an HTML page; BadStatus) |
+| "connect_error"    | `ConnectFailed`      | no response at all: refused, reset or closed before the headers    |
+| "invalid_request"  | `RequestNotSent`    | the request cannot be sent (bad URL scheme, invalid header): final |
 | "broken"           | `ConnectionBroken`  | the connection died before the body's proper end                   |
-| "read_timeout"     | `ReadTimeout`       | no byte arrived for `read_timeout` seconds                         |
+| "read_timeout"     | `ReadStalled`       | no byte arrived for `read_timeout` seconds                         |
 | "idle_timeout"     | `IdleTimeout`       | bytes arrived but no content event for `idle_timeout` seconds      |
 | "deadline"         | `DeadlineExceeded`  | the whole request took longer than `deadline` seconds              |
 | "incomplete_event" | `IncompleteEvent`   | the body ended cleanly but in the middle of an event               |
@@ -51,17 +51,29 @@ from typing import Any
 
 import httpx
 
-from .sse import SSEEvent, SSELimitError, SSEParser
+from ..core.errors import (
+    BadStatus,
+    ConnectFailed,
+    ConnectionBroken,
+    DeadlineExceeded,
+    IdleTimeout,
+    IncompleteEvent,
+    NotAnEventStream,
+    ReadStalled,
+    RequestNotSent,
+    StreamEndError,
+)
+from ..core.sse import SSEEvent, SSELimitError, SSEParser
 
 __all__ = [
     "TimedEvent",
     "StreamEndError",
-    "HTTPStatusError",
+    "BadStatus",
     "NotAnEventStream",
-    "ConnectError",
-    "InvalidRequest",
+    "ConnectFailed",
+    "RequestNotSent",
     "ConnectionBroken",
-    "ReadTimeout",
+    "ReadStalled",
     "IdleTimeout",
     "DeadlineExceeded",
     "IncompleteEvent",
@@ -116,101 +128,7 @@ class TimedEvent:
         return _json.loads(self.event.data)
 
 
-# --- errors ---------------------------------------------------------------------------------------
-
-
-class StreamEndError(Exception):
-    """Base class: the stream did not end cleanly. Carries what was received before the failure.
-
-    (Not to be confused with `streamlab.accumulate.StreamError`: an error object the server sent *inside*
-    a 200 stream, which the transport delivers as an ordinary event.)
-
-    `events_received` and `bytes_received` count what arrived (the events are in `stream.events`),
-    `mid_event` tells whether it stopped inside an unfinished event, `elapsed` is seconds since the
-    request was sent.
-    """
-
-    end_reason = "error"
-
-    def __init__(self, message: str, *, events_received: int = 0, bytes_received: int = 0,
-                 mid_event: bool = False, elapsed: float = 0.0) -> None:
-        super().__init__(message)
-        self.events_received = events_received
-        self.bytes_received = bytes_received
-        self.mid_event = mid_event
-        self.elapsed = elapsed
-
-
-class HTTPStatusError(StreamEndError):
-    """The server answered with a non-2xx status before any stream.
-
-    `status` is the code, `headers` the response headers (case-insensitive, e.g. `retry-after-ms`),
-    `body` the parsed JSON body (or the text when it is not JSON), `error` the OpenAI error object
-    (`body["error"]`) when there is one.
-    """
-
-    end_reason = "http_error"
-
-    def __init__(self, status: int, headers: Mapping[str, str], body: Any, *, elapsed: float = 0.0) -> None:
-        error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else None
-        detail = error.get("message") if error else (body if isinstance(body, str) else _json.dumps(body))
-        super().__init__(f"HTTP {status}: {str(detail)[:300]}", elapsed=elapsed)
-        self.status = status
-        self.headers = headers
-        self.body = body
-        self.error = error
-
-
-class NotAnEventStream(HTTPStatusError):
-    """A 2xx answer that is not `text/event-stream`: a JSON body (typically `"stream": true` was not sent),
-    or an HTML page from a proxy. The standard fails such a connection instead of parsing it."""
-
-    end_reason = "not_event_stream"
-
-
-class InvalidRequest(StreamEndError):
-    """The request cannot be sent as built (an unsupported URL scheme, an invalid header...). Never retried."""
-
-    end_reason = "invalid_request"
-
-
-class ConnectError(StreamEndError):
-    """No response arrived: the connection was refused, reset or closed before the status line."""
-
-    end_reason = "connect_error"
-
-
-class ConnectionBroken(StreamEndError):
-    """The connection died after the response started: closed without the end of the body, or reset."""
-
-    end_reason = "broken"
-
-
-class ReadTimeout(StreamEndError):
-    """No byte arrived for `read_timeout` seconds (the gap between bytes, not the total)."""
-
-    end_reason = "read_timeout"
-
-
-class IdleTimeout(StreamEndError):
-    """Bytes kept arriving (keep-alive comments, say) but no content event for `idle_timeout` seconds."""
-
-    end_reason = "idle_timeout"
-
-
-class DeadlineExceeded(StreamEndError):
-    """The whole request, from sending it to the last byte, took longer than `deadline` seconds."""
-
-    end_reason = "deadline"
-
-
-class IncompleteEvent(StreamEndError):
-    """The body ended cleanly (terminating chunk) but inside an event, which is therefore discarded."""
-
-    end_reason = "incomplete_event"
-
-
-RETRYABLE_TRANSPORT_ERRORS: tuple[type[StreamEndError], ...] = (ConnectError, ConnectionBroken, ReadTimeout,
+RETRYABLE_TRANSPORT_ERRORS: tuple[type[StreamEndError], ...] = (ConnectFailed, ConnectionBroken, ReadStalled,
                                                                IncompleteEvent)
 """Transport failures a retry policy may retry (only while nothing has reached the caller yet)."""
 
@@ -318,16 +236,16 @@ class _Base:
     def _fail(self, cls: type[StreamEndError], message: str) -> StreamEndError:
         exc = cls(message, events_received=len(self.events), bytes_received=len(self._raw),
                   mid_event=self.mid_event, elapsed=self._elapsed())
-        self.end_reason = cls.end_reason
+        self.end_reason = cls.ending.value
         self.error = exc
         return exc
 
-    def _http_error(self, status: int, headers: httpx.Headers, content: bytes) -> HTTPStatusError:
+    def _http_error(self, status: int, headers: httpx.Headers, content: bytes) -> BadStatus:
         try:
             body: Any = _json.loads(content)
         except ValueError:
             body = content.decode("utf-8", "replace")
-        exc = HTTPStatusError(status, headers, body, elapsed=self._elapsed())
+        exc = BadStatus(status, headers, body, elapsed=self._elapsed())
         if 200 <= status < 300:
             exc = NotAnEventStream(status, headers, body, elapsed=self._elapsed())
             media = headers.get("content-type") or "no Content-Type"
@@ -399,7 +317,7 @@ class _Base:
         if self._deadline_hit or (self.deadline is not None and self._elapsed() >= self.deadline):
             return self._fail(DeadlineExceeded, f"deadline of {self.deadline:g} s exceeded {where}")
         if isinstance(exc, httpx.TimeoutException):
-            return self._fail(ReadTimeout, f"no byte for {self.read_timeout:g} s {where}")
+            return self._fail(ReadStalled, f"no byte for {self.read_timeout:g} s {where}")
         state = "inside an unfinished event" if self.mid_event else "on an event boundary"
         return self._fail(ConnectionBroken, f"connection broken {where}, {state}: {exc}")
 
@@ -408,12 +326,12 @@ class _Base:
         if self.deadline is not None and self._elapsed() >= self.deadline:
             return self._fail(DeadlineExceeded, f"deadline of {self.deadline:g} s exceeded before the response")
         if isinstance(exc, httpx.ReadTimeout):
-            return self._fail(ReadTimeout, f"no response headers within {self.read_timeout:g} s: {exc}")
+            return self._fail(ReadStalled, f"no response headers within {self.read_timeout:g} s: {exc}")
         if isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.DecodingError,
                             httpx.TooManyRedirects)):  # our request is wrong: sending it again cannot help
-            return self._fail(InvalidRequest, f"the request to {self.url} cannot be sent: "
+            return self._fail(RequestNotSent, f"the request to {self.url} cannot be sent: "
                               f"{type(exc).__name__}: {exc}")
-        return self._fail(ConnectError, f"could not get a response from {self.url}: {type(exc).__name__}: {exc}")
+        return self._fail(ConnectFailed, f"could not get a response from {self.url}: {type(exc).__name__}: {exc}")
 
     def __repr__(self) -> str:
         state = self.end_reason or ("open" if self.status is not None else "not opened")
@@ -448,7 +366,7 @@ class EventStream(_Base):
     """A streamed HTTP request read with `httpx.Client` (sync).
 
     Nothing happens until `open()` (called by `with` or by the first iteration): it sends the request
-    and raises `HTTPStatusError` for a non-2xx answer. Iterate to get `TimedEvent`s; see the module
+    and raises `BadStatus` for a non-2xx answer. Iterate to get `TimedEvent`s; see the module
     docstring for how the iteration ends. Pass `client` to reuse an `httpx.Client` (it is not closed);
     otherwise the stream makes one and closes it with the stream.
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 def _cmd_parse(args: argparse.Namespace) -> int:
     """Parse a file (or stdin) of raw SSE bytes and print each event."""
-    from .sse import SSELimitError, SSEParser
+    from ..core.sse import SSELimitError, SSEParser
 
     raw = sys.stdin.buffer.read() if args.file == "-" else open(args.file, "rb").read()
     parser = SSEParser()
@@ -33,8 +33,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 def _cmd_fixtures(args: argparse.Namespace) -> int:
     """List the byte fixtures, or run the split harness on streamlab's parser."""
-    from .fixtures import load_fixtures
-    from .fuzz import run_harness, streamlab_contender
+    from ..core.fixtures import load_fixtures
+    from ..core.fuzz import run_harness, streamlab_contender
 
     fixtures = load_fixtures()
     if not args.fuzz:
@@ -52,7 +52,7 @@ def _cmd_standin(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from .standin import SCENARIOS, StandIn, scenario
+    from ..net.standin import SCENARIOS, StandIn, scenario
 
     if args.list:
         for name, what in SCENARIOS.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from .sse import SSEEvent
@@ -75,11 +76,16 @@ class Fixture:
 
 
 def data_dir() -> Path:
-    """The project's `data/` folder (override with the STREAMLAB_DATA environment variable)."""
+    """The data set's folder: fixtures, recorded timings, quizzes (override with STREAMLAB_DATA).
+
+    The repository's top-level `data/` folder *is* the package `streamlab.data` (pyproject.toml maps one to
+    the other), so a checkout, an editable install and a wheel all read the same files through
+    `importlib.resources`: one source of truth, found from any working directory.
+    """
     override = os.environ.get("STREAMLAB_DATA")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent / "data"
+    return Path(str(resources.files("streamlab.data")))
 
 
 def load_fixture(name: str, folder: Path | None = None) -> Fixture:

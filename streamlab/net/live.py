@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sse import SSEEvent, SSEParser
+from ..core.sse import SSEEvent, SSEParser
 
 __all__ = [
     "Timing",
@@ -166,7 +166,7 @@ def chat_text_timeline(
     time (a buffered body) collapse into one point.
     """
     if accumulator is None:
-        from .accumulate import ChatAccumulator
+        from ..core.accumulate import ChatAccumulator
 
         accumulator = ChatAccumulator()
     points: list[Point] = []
@@ -190,7 +190,7 @@ def responses_text_timeline(arrivals: Iterable[Any], start: float) -> list[Point
     """`chat_text_timeline` for a Responses stream: visible text grows on `response.output_text.delta`
     (and refusal deltas); `response.created`, `response.in_progress` and the other lifecycle events show
     nothing, like the role chunk in Chat Completions."""
-    from .accumulate import ResponsesAccumulator
+    from ..core.accumulate import ResponsesAccumulator
 
     return chat_text_timeline(arrivals, start, accumulator=ResponsesAccumulator())
 
@@ -391,7 +391,7 @@ def scheduled_chat_episode(schedule: Schedule, *, role_at: float = 0.05, include
     last piece at once. A non-streaming request gets the same text as one JSON body after the same total
     waiting time (the stand-in sums the waits).
     """
-    from .shapes import chat_completion_body, chat_text_stream
+    from ..core.shapes import chat_completion_body, chat_text_stream
     from .standin import Episode, Send, Wait
 
     if not 0 <= role_at <= schedule.ttft:
@@ -447,7 +447,7 @@ async def astream_timing(base_url: str, model: str, *, label: str = "streaming (
 
 def _timing_of(label: str, stream: Any, events: Sequence[Any]) -> Timing:
     """A Timing from a finished client stream (sync or async): points at each visible-text event."""
-    from .accumulate import ChatAccumulator
+    from ..core.accumulate import ChatAccumulator
 
     end = stream.last_byte_at if stream.last_byte_at is not None else stream.started_at
     acc = ChatAccumulator()
@@ -459,7 +459,7 @@ def _timing_of(label: str, stream: Any, events: Sequence[Any]) -> Timing:
 
 def _buffered_timing(client: Any, url: str, model: str, label: str) -> Timing:
     """Ask for a stream but read the whole body before looking at it (what a buffering proxy amounts to)."""
-    from .accumulate import ChatAccumulator
+    from ..core.accumulate import ChatAccumulator
 
     start = time.perf_counter()
     response = client.post(url, json=_chat_body(model, True))

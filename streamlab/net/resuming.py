@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .sse import SSEEvent, SSEParser
+from ..core.errors import ResumeError, SequenceError
+from ..core.sse import SSEEvent, SSEParser
 
 __all__ = [
-    "CursorError",
+    "SequenceError",
     "SequenceCursor",
     "is_keepalive",
     "is_content_event",
@@ -44,23 +45,6 @@ __all__ = [
     "ResumableResponseStream",
     "LastEventIdStream",
 ]
-
-
-class CursorError(ValueError):
-    """A sequence number was replayed (went backwards or repeated) or skipped (jumped forward).
-
-    `kind` is "replayed" or "skipped"; `expected` is the number that should have come next; `got` is the
-    number that came; `event_type` names the offending event. The events handled before it are intact.
-    """
-
-    def __init__(self, kind: str, expected: int, got: int, event_type: str) -> None:
-        what = ("was already handled (a replay)" if kind == "replayed"
-                else f"skips {got - expected} event(s)")
-        super().__init__(f"sequence_number {got} ({event_type}) {what}: expected {expected} next")
-        self.kind = kind
-        self.expected = expected
-        self.got = got
-        self.event_type = event_type
 
 
 def is_keepalive(payload: Mapping[str, Any]) -> bool:
@@ -73,7 +57,7 @@ class SequenceCursor:
     """The last handled `sequence_number` of a Responses stream (None: nothing handled yet).
 
     `admit(payload)` says whether an event is new content to handle (True, and the cursor moves to its
-    number), a keep-alive to skip over (False, the cursor stays), or a replay / skip (`CursorError`).
+    number), a keep-alive to skip over (False, the cursor stays), or a replay / skip (`SequenceError`).
     A fresh cursor expects 0 next: the stream starts with `response.created` at number 0.
 
     Keep-alives never move the cursor, the number to resume after (`value`). The live API numbers them
@@ -102,7 +86,7 @@ class SequenceCursor:
             return False  # a keep-alive sent again after a reconnect: nothing was lost
         if got != expected:
             kind = "replayed" if got < expected else "skipped"
-            raise CursorError(kind, expected, got, str(payload.get("type", "?")))
+            raise SequenceError(kind, expected=expected, got=got, event_type=str(payload.get("type", "?")))
         self.seen = got
         if keepalive:
             return False
@@ -124,17 +108,6 @@ class SequenceCursor:
 
 RESPONSES_TERMINAL_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 """Event types after which a Responses stream is over: no reconnect follows them."""
-
-
-class ResumeError(Exception):
-    """The stream could not be resumed: no response id yet, too many reconnects without progress, or an
-    HTTP error on the reconnect. `connections` lists every connection made; the events handled before
-    the failure were already yielded and stay handled."""
-
-    def __init__(self, message: str, connections: list[Connection]) -> None:
-        lines = "\n  ".join(c.line() for c in connections)
-        super().__init__(f"{message}\n  {lines}" if connections else message)
-        self.connections = connections
 
 
 @dataclass
@@ -174,16 +147,16 @@ def is_content_event(event: SSEEvent) -> bool:
 
 
 def _reconnectable(exc: BaseException) -> bool:
-    from .client import ConnectError, ConnectionBroken, IncompleteEvent, ReadTimeout
+    from .client import ConnectFailed, ConnectionBroken, IncompleteEvent, ReadStalled
 
-    return isinstance(exc, (ConnectError, ConnectionBroken, IncompleteEvent, ReadTimeout))
+    return isinstance(exc, (ConnectFailed, ConnectionBroken, IncompleteEvent, ReadStalled))
 
 
 def _record_drop(conn: Connection, exc: Exception, connections: list[Connection]) -> None:
     """Write down why a connection ended; re-raise unless reconnecting can help (an HTTP error cannot)."""
-    from .client import HTTPStatusError
+    from .client import BadStatus
 
-    if isinstance(exc, HTTPStatusError):
+    if isinstance(exc, BadStatus):
         conn.end_reason, conn.error = exc.end_reason, str(exc)
         what = "the request" if len(connections) <= 1 else "reconnecting"
         raise ResumeError(f"{what} failed with HTTP {exc.status}", connections) from exc
@@ -204,7 +177,7 @@ class ResumableResponseStream:
     sees every event exactly once, in order. Keep-alive events (`"type": "keepalive"`) are not yielded and
     do not move the cursor; an event without a `sequence_number` (or whose data is not JSON) is yielded as
     it is, for the caller's accumulator to judge, without moving the cursor; a replayed or skipped
-    `sequence_number` raises `CursorError`.
+    `sequence_number` raises `SequenceError`.
 
     Bounded: more than `max_reconnects` reconnects in a row that deliver no new event raise
     `ResumeError`. `delay` seconds are slept (with the injectable `sleep`) before each reconnect.

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import SSELimitError
+
 __all__ = ["SSEEvent", "SSEParser", "SSELimitError", "parse", "DEFAULT_MAX_LINE_BYTES", "DEFAULT_MAX_EVENT_BYTES"]
 
 BOM = b"\xef\xbb\xbf"
@@ -47,29 +49,6 @@ _new = object.__new__
 _set_event = SSEEvent.__dict__["event"].__set__
 _set_data = SSEEvent.__dict__["data"].__set__
 _set_id = SSEEvent.__dict__["last_event_id"].__set__
-
-
-class SSELimitError(ValueError):
-    """A line or an event grew past a configured bound.
-
-    `limit` names the bound ("max_line_bytes" or "max_event_bytes"), `offset` is the stream byte offset
-    at which the offending line starts (for the event limit: the data line that took the data past it),
-    and `events` holds the events completed earlier in the same `feed` call, so nothing that was already
-    parsed is lost.
-    """
-
-    def __init__(self, limit: str, value: int, offset: int, events: list[SSEEvent]) -> None:
-        if limit == "max_line_bytes":
-            what = f"the line starting at stream byte offset {offset} is longer than {value} bytes"
-        else:
-            what = f"the data line at stream byte offset {offset} takes an event's data past {value} bytes"
-        super().__init__(
-            f"SSE {limit}={value} exceeded: {what} ({len(events)} complete event(s) from this chunk are in .events)"
-        )
-        self.limit = limit
-        self.value = value
-        self.offset = offset
-        self.events = events
 
 
 class SSEParser:

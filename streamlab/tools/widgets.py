@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .fixtures import Fixture
-    from .fuzz import Contender
+    from ..core.fixtures import Fixture
+    from ..core.fuzz import Contender
 
 # =====================================================================================================
 # TTFT explorer (lab 04): sliders for TTFT, inter-token gap and answer length, ILLUSTRATIVE arithmetic.
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def ttft_explorer_text(ttft: float, gap: float, n_tokens: int) -> str:
     """The ILLUSTRATIVE numbers behind the TTFT explorer, as text (the explorer's checkable twin)."""
-    from .timing import illustrative_blank_share, illustrative_total
+    from ..net.live import illustrative_blank_share, illustrative_total
 
     total = illustrative_total(ttft, gap, n_tokens)
     share = illustrative_blank_share(ttft, gap, n_tokens)
@@ -37,8 +37,8 @@ def ttft_figure(ttft: float, gap: float, n_tokens: int, *, chars_per_token: int 
     """The explorer's figure: visible characters over time (left) and blank share by length (right)."""
     from matplotlib.figure import Figure
 
+    from ..net.live import illustrative_timing
     from .plots import DEFAULT_LENGTHS, plot_blank_share, plot_visible_chars
-    from .timing import illustrative_timing
 
     fig = Figure(figsize=(11.0, 4.0), layout="constrained")
     left, right = fig.subplots(1, 2)
@@ -98,7 +98,7 @@ def split_explorer(fixtures: Sequence[Fixture], contenders: Sequence[Contender],
 
     import ipywidgets as w
 
-    from .broken import split_explorer_text
+    from ..core.broken import split_explorer_text
 
     by_name = {f.name: f for f in fixtures}
     names = sorted(by_name)

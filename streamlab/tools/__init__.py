@@ -1,0 +1,1 @@
+"""Tools on top of the library: figures (matplotlib), notebook widgets (ipywidgets) and the command line."""
