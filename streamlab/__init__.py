@@ -1,15 +1,185 @@
-"""streamlab: how streamed LLM responses (Server-Sent Events) really work, byte by byte.
+"""streamlab's public surface: the names the labs use, importable from `streamlab` itself.
 
-Layers, each usable alone (lower layers never import higher ones):
+How streamed LLM responses (Server-Sent Events) really work, byte by byte. The package is layered, and
+each layer is a subpackage that only imports the ones below it (DESIGN.md draws them):
 
-* sans-IO core: `sse` (bytes -> events), `fixtures` + `fuzz` (byte fixtures and the split harness),
-  `broken` (a gallery of realistic broken parsers), `shapes` (documented stream shapes -> bytes),
-  `accumulate` (events -> text, tool calls, usage, outcome);
-* I/O: `standin` (a scripted local server), `client` (httpx, sync and async), `retry`, `resume`;
-* tools: `timing`, `plots`, `widgets`, `relay`, `conformance`, `cli`.
+* `streamlab.core`: sans-IO: the SSE parser, the exception tree, stream endings, fixtures and the split
+  harness, the broken-parser gallery, stream shapes, the accumulators, and the pure planners and policies;
+* `streamlab.net`: I/O: the stand-in server, the httpx client, the retry and resume runners, live timings;
+* `streamlab.tools`: figures, widgets and the `streamlab` command line;
+* `streamlab.exercises`: the labs' check cells.
+
+Every name below is loaded on first use (PEP 562 `__getattr__`), so `import streamlab.core.sse` stays
+light: it imports no httpx, no server, no plotting. `tests/test_exported_members.py` pins the list and
+checks that each name comes from the module that defines it.
 """
 
-from .core.sse import SSEEvent, SSELimitError, SSEParser
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["SSEEvent", "SSEParser", "SSELimitError", "__version__"]
+
+# Each exported name and the module that defines it (not merely re-exports it).
+_EXPORTS: dict[str, str] = {
+    # sans-IO core: parsing
+    "SSEEvent": "streamlab.core.sse",
+    "SSEParser": "streamlab.core.sse",
+    "parse": "streamlab.core.sse",
+    # sans-IO core: the one exception tree
+    "StreamlabError": "streamlab.core.errors",
+    "SSELimitError": "streamlab.core.errors",
+    "FrameError": "streamlab.core.errors",
+    "SequenceError": "streamlab.core.errors",
+    "ToolCallError": "streamlab.core.errors",
+    "ErrorInStream": "streamlab.core.errors",
+    "StreamEndError": "streamlab.core.errors",
+    "BadStatus": "streamlab.core.errors",
+    "NotAnEventStream": "streamlab.core.errors",
+    "RequestNotSent": "streamlab.core.errors",
+    "ConnectFailed": "streamlab.core.errors",
+    "ConnectionBroken": "streamlab.core.errors",
+    "ReadStalled": "streamlab.core.errors",
+    "IdleTimeout": "streamlab.core.errors",
+    "DeadlineExceeded": "streamlab.core.errors",
+    "IncompleteEvent": "streamlab.core.errors",
+    "EventTooLarge": "streamlab.core.errors",
+    "RetryError": "streamlab.core.errors",
+    "ResumeError": "streamlab.core.errors",
+    # sans-IO core: how a stream ended
+    "Ending": "streamlab.core.endings",
+    "Outcome": "streamlab.core.endings",
+    "outcome_of": "streamlab.core.endings",
+    # sans-IO core: fixtures, the split harness, stream shapes, accumulators
+    "load_fixture": "streamlab.core.fixtures",
+    "load_fixtures": "streamlab.core.fixtures",
+    "data_dir": "streamlab.core.fixtures",
+    "run_harness": "streamlab.core.fuzz",
+    "chunks_at": "streamlab.core.fuzz",
+    "show_split": "streamlab.core.fuzz",
+    "smallest_failing_split": "streamlab.core.fuzz",
+    "chat_text_stream": "streamlab.core.shapes",
+    "responses_text_stream": "streamlab.core.shapes",
+    "ChatAccumulator": "streamlab.core.accumulate",
+    "ResponsesAccumulator": "streamlab.core.accumulate",
+    "replay": "streamlab.core.accumulate",
+    # I/O: the client
+    "TimedEvent": "streamlab.net.client",
+    "EventStream": "streamlab.net.client",
+    "AsyncEventStream": "streamlab.net.client",
+    "stream_chat": "streamlab.net.client",
+    "stream_responses": "streamlab.net.client",
+    "astream_chat": "streamlab.net.client",
+    "astream_responses": "streamlab.net.client",
+    "resume_response": "streamlab.net.client",
+    # I/O: the stand-in and its script
+    "StandIn": "streamlab.net.standin",
+    "serve": "streamlab.net.standin",
+    "stop_serving": "streamlab.net.standin",
+    "scenario": "streamlab.net.standin",
+    "Episode": "streamlab.net.standin",
+    "Send": "streamlab.net.standin",
+    "Wait": "streamlab.net.standin",
+    "KeepAlive": "streamlab.net.standin",
+    "Stall": "streamlab.net.standin",
+    "Cut": "streamlab.net.standin",
+    "End": "streamlab.net.standin",
+    "error_episode": "streamlab.net.standin",
+    "paced": "streamlab.net.standin",
+    "StoredResponse": "streamlab.net.standin",
+    # I/O: retry and resume
+    "RetryPolicy": "streamlab.net.retrying",
+    "RetryingStream": "streamlab.net.retrying",
+    "AsyncRetryingStream": "streamlab.net.retrying",
+    "SequenceCursor": "streamlab.net.resuming",
+    "ResumableResponseStream": "streamlab.net.resuming",
+    "LastEventIdStream": "streamlab.net.resuming",
+}
+
+__all__ = [
+    "__version__",
+    "AsyncEventStream", "AsyncRetryingStream", "BadStatus", "ChatAccumulator", "ConnectFailed",
+    "ConnectionBroken", "Cut", "DeadlineExceeded", "End", "Ending", "Episode", "ErrorInStream", "EventStream",
+    "EventTooLarge", "FrameError", "IdleTimeout", "IncompleteEvent", "KeepAlive", "LastEventIdStream",
+    "NotAnEventStream", "Outcome", "ReadStalled", "RequestNotSent", "ResponsesAccumulator",
+    "ResumableResponseStream", "ResumeError", "RetryError", "RetryPolicy", "RetryingStream", "SSEEvent",
+    "SSELimitError", "SSEParser", "Send", "SequenceCursor", "SequenceError", "Stall", "StandIn",
+    "StoredResponse", "StreamEndError", "StreamlabError", "TimedEvent", "ToolCallError", "Wait",
+    "astream_chat", "astream_responses", "chat_text_stream", "chunks_at", "data_dir", "error_episode",
+    "load_fixture", "load_fixtures", "outcome_of", "paced", "parse", "replay", "responses_text_stream",
+    "resume_response", "run_harness", "scenario", "serve", "show_split", "smallest_failing_split",
+    "stop_serving", "stream_chat", "stream_responses",
+]  # the same names as _EXPORTS, spelled out for readers and linters
+
+
+def __getattr__(name: str) -> Any:
+    """Import the defining module on first use of an exported name (PEP 562), then keep the value."""
+    home = _EXPORTS.get(name)
+    if home is None:
+        raise AttributeError(f"module 'streamlab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups no longer reach __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps this block equal to _EXPORTS)
+    from .core.accumulate import ChatAccumulator, ResponsesAccumulator, replay
+    from .core.endings import Ending, Outcome, outcome_of
+    from .core.errors import (
+        BadStatus,
+        ConnectFailed,
+        ConnectionBroken,
+        DeadlineExceeded,
+        ErrorInStream,
+        EventTooLarge,
+        FrameError,
+        IdleTimeout,
+        IncompleteEvent,
+        NotAnEventStream,
+        ReadStalled,
+        RequestNotSent,
+        ResumeError,
+        RetryError,
+        SequenceError,
+        SSELimitError,
+        StreamEndError,
+        StreamlabError,
+        ToolCallError,
+    )
+    from .core.fixtures import data_dir, load_fixture, load_fixtures
+    from .core.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
+    from .core.shapes import chat_text_stream, responses_text_stream
+    from .core.sse import SSEEvent, SSEParser, parse
+    from .net.client import (
+        AsyncEventStream,
+        EventStream,
+        TimedEvent,
+        astream_chat,
+        astream_responses,
+        resume_response,
+        stream_chat,
+        stream_responses,
+    )
+    from .net.resuming import LastEventIdStream, ResumableResponseStream, SequenceCursor
+    from .net.retrying import AsyncRetryingStream, RetryingStream, RetryPolicy
+    from .net.standin import (
+        Cut,
+        End,
+        Episode,
+        KeepAlive,
+        Send,
+        Stall,
+        StandIn,
+        StoredResponse,
+        Wait,
+        error_episode,
+        paced,
+        scenario,
+        serve,
+        stop_serving,
+    )

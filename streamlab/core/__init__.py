@@ -1,7 +1,10 @@
-"""The sans-IO core: bytes in, values out. No sockets, threads, clocks, asyncio, HTTP or plotting here.
+"""The sans-IO core layer: bytes in, values out; no sockets, threads, clocks, event loops, HTTP or plotting.
 
-sse (bytes -> events), errors (the one exception tree), endings (how a stream ended), fixtures + fuzz
-(byte fixtures and the split harness), broken (a gallery of broken parsers), shapes (documented stream
-shapes -> bytes), accumulate (events -> text, tool calls, usage, outcome), and the pure planners and
-policies that the I/O layer executes.
+What lives here: the SSE parser, the one exception tree (errors), how a stream ended (endings), the byte
+fixtures and the split harness, the broken-parser gallery, stream shapes, the accumulators, and the pure
+planners and policies that the I/O layer executes (deciding here, doing in `streamlab.net`).
+
+The rule, checked by tests/test_layers.py on every import (function bodies included): modules here import
+other core modules and an allow-list of pure standard-library modules, nothing else. That is what makes the
+core fuzzable, fast to test and reusable by every runner above it.
 """

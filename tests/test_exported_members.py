@@ -1,0 +1,114 @@
+"""The public surface: `streamlab` exports exactly these names, each from the module that defines it, lazily.
+
+Adding or removing a public name is a decision, so it shows up here as a one-line diff (as in httpx's
+tests/test_exported_members.py). When a name moves to another module, update `_EXPORTS` (and the
+TYPE_CHECKING block) in streamlab/__init__.py: the failure says where it lives now.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import streamlab
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EXPORTED = [
+    "AsyncEventStream", "AsyncRetryingStream", "BadStatus", "ChatAccumulator", "ConnectFailed",
+    "ConnectionBroken", "Cut", "DeadlineExceeded", "End", "Ending", "Episode", "ErrorInStream", "EventStream",
+    "EventTooLarge", "FrameError", "IdleTimeout", "IncompleteEvent", "KeepAlive", "LastEventIdStream",
+    "NotAnEventStream", "Outcome", "ReadStalled", "RequestNotSent", "ResponsesAccumulator",
+    "ResumableResponseStream", "ResumeError", "RetryError", "RetryPolicy", "RetryingStream", "SSEEvent",
+    "SSELimitError", "SSEParser", "Send", "SequenceCursor", "SequenceError", "Stall", "StandIn",
+    "StoredResponse", "StreamEndError", "StreamlabError", "TimedEvent", "ToolCallError", "Wait",
+    "__version__",
+    "astream_chat", "astream_responses", "chat_text_stream", "chunks_at", "data_dir", "error_episode",
+    "load_fixture", "load_fixtures", "outcome_of", "paced", "parse", "replay", "responses_text_stream",
+    "resume_response", "run_harness", "scenario", "serve", "show_split", "smallest_failing_split",
+    "stop_serving", "stream_chat", "stream_responses",
+]
+
+NAMES = [n for n in EXPORTED if n != "__version__"]
+
+
+def test_all_is_the_pinned_list() -> None:
+    assert sorted(streamlab.__all__) == sorted(EXPORTED)
+    assert len(set(streamlab.__all__)) == len(streamlab.__all__), "a name is listed twice"
+    assert sorted(streamlab._EXPORTS) == sorted(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_name_comes_from_the_module_that_defines_it(name: str) -> None:
+    home = streamlab._EXPORTS[name]
+    value = getattr(streamlab, name)
+    defined_in = getattr(value, "__module__", None)
+    assert defined_in == home, f"streamlab.{name} is defined in {defined_in}, not {home}: update _EXPORTS"
+    module = importlib.import_module(home)
+    assert name in getattr(module, "__all__", ()), f"{home}.__all__ does not list {name}"
+    assert getattr(module, name) is value
+
+
+def test_dir_lists_every_name_before_and_after_loading() -> None:
+    assert set(EXPORTED) <= set(dir(streamlab))
+    assert streamlab.SSEParser is not None  # loaded now, and kept in the module's namespace
+    assert set(EXPORTED) <= set(dir(streamlab))
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'relay'"):
+        streamlab.relay  # noqa: B018  (the lookup is the test)
+    assert not hasattr(streamlab, "conformance")
+
+
+def test_version_matches_the_installed_metadata() -> None:
+    assert streamlab.__version__ == importlib.metadata.version("streamlab")
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+def test_importing_the_package_or_the_parser_stays_light() -> None:
+    """PEP 562 laziness: the parser does not drag in httpx, a server or matplotlib."""
+    heavy = {"httpx", "matplotlib", "ipywidgets", "starlette", "uvicorn", "openai", "http.server", "asyncio"}
+    for code in ("import streamlab", "import streamlab.core.sse", "from streamlab import SSEParser, load_fixtures"):
+        loaded = _loaded_after(code)
+        assert not heavy & loaded, f"{code!r} loaded {sorted(heavy & loaded)}"
+        assert not {m for m in loaded if m.startswith(("streamlab.net", "streamlab.tools"))}, code
+    assert "httpx" in _loaded_after("from streamlab import EventStream")  # ...which really is lazy, not absent
+
+
+def test_star_import_gives_every_name() -> None:
+    namespace: dict = {}
+    exec("from streamlab import *", namespace)
+    assert set(EXPORTED) <= set(namespace)
+
+
+def test_type_checking_block_matches_the_exports() -> None:
+    """Editors and type checkers read the TYPE_CHECKING imports; they must say what `_EXPORTS` does."""
+    tree = ast.parse(Path(streamlab.__file__).read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    static = {alias.name: f"streamlab.{node.module}" for node in block.body if isinstance(node, ast.ImportFrom)
+              for alias in node.names}
+    assert static == streamlab._EXPORTS
+
+
+def test_docstrings_advertise_only_modules_that_exist() -> None:
+    """The package docstring once named `relay` and `conformance` modules that did not exist."""
+    layers = ("core", "net", "tools", "exercises")
+    packages = [streamlab, *(importlib.import_module(f"streamlab.{p}") for p in layers)]
+    for package in packages:
+        for dotted in re.findall(r"`(streamlab(?:\.[a-z_][a-z0-9_]*)+)`", package.__doc__ or ""):
+            assert importlib.util.find_spec(dotted) is not None, f"{package.__name__} docstring names {dotted}"
