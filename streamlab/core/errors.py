@@ -5,6 +5,7 @@
     ├── FrameError (ValueError)       an event's data is not what the dialect promises (not JSON, field missing)
     ├── SequenceError (ValueError)    a Responses sequence_number was replayed, went backwards or skipped
     ├── ToolCallError (ValueError)    a tool call is not safe to run (incomplete, unnamed, arguments not JSON)
+    ├── FaultSpecError (ValueError)   a chaos proxy option is malformed or out of range (`.option` names it)
     ├── ErrorInStream                 the server sent an error object *inside* a 200 stream
     ├── StreamEndError                the transport ended a stream abnormally (client side); `.ending` names how
     │   ├── BadStatus                 a non-2xx status before any stream (`.status`, `.headers`, `.body`)
@@ -47,6 +48,7 @@ __all__ = [
     "FrameError",
     "SequenceError",
     "ToolCallError",
+    "FaultSpecError",
     "ErrorInStream",
     "StreamEndError",
     "BadStatus",
@@ -133,6 +135,17 @@ class SequenceError(StreamlabError, ValueError):
 
 class ToolCallError(StreamlabError, ValueError):
     """A tool call is not safe to run: incomplete, cut off, unnamed, or its arguments are not a JSON object."""
+
+
+class FaultSpecError(StreamlabError, ValueError):
+    """A chaos proxy option is malformed or out of range. `option` names it as the caller wrote it (a keyword
+    parameter such as "cut_after", or a command-line option such as "--slice"), `value` is what was given."""
+
+    def __init__(self, option: str, value: object, problem: str) -> None:
+        super().__init__(f"{option}={value!r}: {problem}")
+        self.option = option
+        self.value = value
+        self.problem = problem
 
 
 class ErrorInStream(StreamlabError):
