@@ -138,7 +138,7 @@ def test_error_episode_then_stream_with_retry_headers():
         r = post(client, server, "chat/completions", {"model": "m", "stream": True})
         assert r.status_code == 200 and r.content == b"".join(CHAT)
         assert server.wait_idle()  # the record is completed just after the last byte is handed to the client
-        assert [rec.outcome for rec in server.records()] == ["error", "complete"]
+        assert [rec.outcome for rec in server.records()] == ["http_error", "complete"]
 
 
 def test_error_episode_accepts_http_date_and_custom_body():

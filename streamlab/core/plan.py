@@ -1,0 +1,478 @@
+"""The stand-in's planner: a whole request plus the room's state in, the actions to perform out (sans-IO core).
+
+Theory of operation. The stand-in's socket handler (`streamlab.net.standin`) reads a request, hands it to
+`plan(room, request)` under a lock, and carries out the `Decision` it gets back: a JSON `Reply`, or a
+`Stream` of `Pause` / `Write` / `Close` actions (`streamlab.core.actions`). Every decision is taken here,
+none on the socket side: routing, validating the body the way the real API does, picking the learner's
+episode, resuming after `Last-Event-ID` or `starting_after`, cutting a stored response's n-th fetch, and
+cancelling. While a stream plays, the handler asks `stream_cancelled(room, stream)` before each action,
+and `stream_ending` (in `actions`) names how it stopped. No sockets, threads or clocks here: a plan can be
+tested with plain values, and one script serves any number of learners (`streamlab.core.room`).
+
+Routes come from one table, `ROUTES` (method, path pattern, planner), as h11 picks its readers from a
+table: a path that matches some route but not with this method gets the one 405 with an `Allow` header;
+a path that matches none gets the one 404.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .accumulate import ChatAccumulator, ResponsesAccumulator
+from .actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
+from .errors import ErrorInStream, FrameError, SequenceError
+from .request import Request, RequestHead
+from .room import Room, learner_of
+from .script import (
+    Cut,
+    End,
+    Episode,
+    ErrorEpisode,
+    KeepAlive,
+    Send,
+    Stall,
+    Step,
+    StoredResponse,
+    Wait,
+    frame_json,
+    split_frames,
+)
+from .shapes import error_body
+from .sse import SSEEvent, SSEParser, parse
+
+__all__ = [
+    "plan", "Route", "ROUTES", "stream_cancelled", "derive_body", "steps_to_actions", "strip_usage",
+    "skip_after_id", "last_event_id",
+]
+
+
+# --- routing --------------------------------------------------------------------------------------
+
+Planner = Callable[[Room, Request, str, dict[str, str]], Decision]
+
+
+@dataclass(frozen=True)
+class Route:
+    """`method` on a path made of `pattern`'s segments ("{name}" matches one segment, given to the planner)."""
+
+    method: str
+    pattern: tuple[str, ...]
+    planner: Planner
+
+    def match(self, segments: Sequence[str]) -> dict[str, str] | None:
+        """The `{name}` values when `segments` fit the pattern, else None."""
+        if len(segments) != len(self.pattern):
+            return None
+        params: dict[str, str] = {}
+        for want, got in zip(self.pattern, segments):
+            if want.startswith("{") and want.endswith("}"):
+                if not got:
+                    return None
+                params[want[1:-1]] = got
+            elif want != got:
+                return None
+        return params
+
+    @property
+    def path(self) -> str:
+        return "/" + "/".join(self.pattern)
+
+
+def plan(room: Room, request: Request) -> Decision:
+    """Route `request` through `ROUTES` and return what to do (the one 404 and the one 405 live here)."""
+    head = request.head
+    path = head.path.rstrip("/")
+    segments = path.split("/")[1:]
+    learner = learner_of(head)
+    matching = [(route, params) for route in ROUTES if (params := route.match(segments)) is not None]
+    for route, params in matching:
+        if route.method == head.method:
+            return route.planner(room, request, learner, params)
+    if matching:
+        allowed = sorted({route.method for route, _ in matching})
+        reply = _error(405, f"{head.method} is not allowed on {path}; use {' or '.join(allowed)}")
+        return Decision(Reply(405, reply.body, (("Allow", ", ".join(allowed)),)), Note(learner=learner))
+    served = ", ".join(sorted({route.path for route in ROUTES}))
+    return Decision(_error(404, f"unknown path {head.path!r}: this stand-in serves {served}", code="unknown_url"),
+                    Note(learner=learner))
+
+
+def _error(status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
+           param: str | None = None) -> Reply:
+    return Reply(status, error_body(message, type, code, param))
+
+
+# --- POST /v1/chat/completions and /v1/responses ---------------------------------------------------
+
+_REQUIRED_INPUT = {"chat": ("messages", list), "responses": ("input", (str, list))}
+
+
+def _read_json(head: RequestHead, body: bytes) -> dict[str, Any] | Reply:
+    """The request body as a JSON object, or the 400 the real API would give."""
+    content_type = head.get("content-type")
+    if content_type is not None and content_type.split(";")[0].strip().lower() != "application/json":
+        return _error(400, f"unsupported Content-Type {content_type!r}: this endpoint accepts only "
+                      "application/json request bodies")
+    if not body:
+        return _error(400, "missing request body: expected a JSON object with a 'model'")
+    try:
+        req = json.loads(body)
+    except RecursionError:
+        return _error(400, "request body is not valid JSON: it is nested too deeply")
+    except ValueError as exc:
+        return _error(400, f"request body is not valid JSON: {exc}")
+    if not isinstance(req, dict):
+        return _error(400, f"request body must be a JSON object, got {type(req).__name__}")
+    return req
+
+
+def _check_fields(room: Room, req: dict[str, Any], dialect: str) -> Reply | None:
+    model = req.get("model")
+    if not isinstance(model, str) or not model:
+        return _error(400, "you must provide a model parameter (a non-empty string)", param="model")
+    if room.options.require_input:
+        name, types = _REQUIRED_INPUT[dialect]
+        if name not in req:
+            return _error(400, f"missing required parameter: '{name}'", param=name,
+                          code="missing_required_parameter")
+        if not isinstance(req[name], types):
+            return _error(400, f"invalid type for '{name}': got {type(req[name]).__name__}", param=name,
+                          code="invalid_type")
+    return None
+
+
+def _create(room: Room, request: Request, learner: str, dialect: str) -> Decision:
+    req = _read_json(request.head, request.body)
+    if isinstance(req, Reply):
+        return Decision(req, Note(learner=learner))
+    problem = _check_fields(room, req, dialect)
+    stream = req.get("stream") is True
+    if problem is not None:
+        return Decision(problem, Note(learner=learner, json=req, stream=stream))
+    model = req["model"]
+    note = Note(learner=learner, json=req, model=model, stream=stream)
+    picked = room.pick(learner, model)
+    if picked is None:
+        known = ", ".join(sorted(room.scripts)) or "none"
+        return Decision(_error(404, f"The model `{model}` does not exist on this stand-in (scripted: {known})",
+                               code="model_not_found", param="model"), note)
+    index, ep = picked
+    note = Note(learner=learner, json=req, model=model, stream=stream, episode=index)
+    if isinstance(ep, ErrorEpisode):
+        return Decision(Reply(ep.status, ep.body, ep.headers, wait=ep.wait), note)
+    if ep.store_as:
+        room.learner(learner).fresh_response(ep.store_as)
+    if not stream:
+        return Decision(_whole_body(ep, dialect, model), note)
+    return _create_stream(room, request.head, learner, ep, _wants_usage(room, req, dialect), note)
+
+
+def _whole_body(ep: Episode, dialect: str, model: str) -> Reply:
+    result = ep.body if ep.body is not None else derive_body(ep.payload, dialect, model)
+    if result is None:
+        return _error(500, "stand-in: this episode has no non-streaming body and none could be derived from "
+                      "its frames", type="server_error")
+    return Reply(200, result, ep.headers, wait=ep.thinking_time)
+
+
+def _wants_usage(room: Room, req: dict[str, Any], dialect: str) -> bool:
+    """Whether the scripted usage chunk is played: always for Responses (usage rides on the terminal event)
+    and with usage="scripted"; for Chat only when `stream_options.include_usage` is true."""
+    if dialect != "chat" or room.options.usage == "scripted":
+        return True
+    options = req.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _create_stream(room: Room, head: RequestHead, learner: str, ep: Episode, usage: bool, note: Note) -> Decision:
+    steps = ep.steps if usage else _memo_strip(room, ep)
+    skip = 0
+    resume_id = last_event_id(head)
+    if resume_id is not None:
+        skip = skip_after_id(_payload(steps), resume_id)
+        note = _with(note, resumed_after=resume_id if skip else None)
+    cancel_key = (learner, ep.store_as) if ep.store_as else None
+    return Decision(Stream(ep.headers, steps_to_actions(steps, skip), cancel_key), note)
+
+
+def _memo_strip(room: Room, ep: Episode) -> tuple[Step, ...]:
+    key = (id(ep), "no-usage")
+    hit = room.memo.get(key)
+    if hit is None:
+        hit = room.memo[key] = (ep, strip_usage(ep.steps))
+    return hit[1]
+
+
+def _with(note: Note, *, resumed_after: str | None) -> Note:
+    return Note(note.learner, note.json, note.model, note.episode, note.stream, resumed_after)
+
+
+def _create_chat(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
+    return _create(room, request, learner, "chat")
+
+
+def _create_responses(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
+    return _create(room, request, learner, "responses")
+
+
+# --- GET /v1/responses/{id}, cancel, reset ---------------------------------------------------------
+
+
+def _not_found(response_id: str) -> Reply:
+    return _error(404, f"No response found with id '{response_id}'.", code="not_found")
+
+
+def _retrieve(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
+    rid = params["id"]
+    stored = room.stored.get(rid)
+    if stored is None:
+        return Decision(_not_found(rid), Note(learner=learner))
+    state = room.learner(learner)
+    query = request.head.query
+    if query.get("stream", ["false"])[-1].lower() != "true":
+        obj = stored.response_object(rid)
+        if rid in state.cancelled:
+            obj["status"] = "cancelled"
+        return Decision(Reply(200, obj), Note(learner=learner, stream=False))
+    start, resumed_after = _resume_point(stored, request.head, query)
+    if isinstance(start, Reply):
+        return Decision(start, Note(learner=learner, stream=True))
+    n = state.gets.get(rid, 0)
+    state.gets[rid] = n + 1
+    cut_at = stored.cuts[n] if n < len(stored.cuts) else None
+    steps = _replay_steps(stored, start, cut_at)
+    return Decision(Stream((), steps_to_actions(steps, 0)), Note(learner=learner, stream=True,
+                                                                 resumed_after=resumed_after))
+
+
+def _resume_point(stored: StoredResponse, head: RequestHead,
+                  query: dict[str, list[str]]) -> tuple[int | Reply, str | None]:
+    """The index of the first stored frame to send, and what to record as `resumed_after`."""
+    frames = stored.frames
+    if "starting_after" in query:
+        text = query["starting_after"][-1]
+        try:
+            after = int(text)
+        except ValueError:
+            return _error(400, f"starting_after must be an integer, got {text!r}", param="starting_after"), None
+        start = 0
+        for i, (seq, _) in enumerate(frames):
+            if seq is not None and seq <= after:
+                start = i + 1
+        return start, str(after)
+    resume_id = last_event_id(head)
+    if resume_id is None:
+        return 0, None
+    skip = skip_after_id(b"".join(f for _, f in frames), resume_id)
+    start = pos = 0
+    for i, (_, frame) in enumerate(frames):
+        if pos >= skip:
+            break
+        pos += len(frame)
+        start = i + 1
+    return start, resume_id if skip else None
+
+
+def _replay_steps(stored: StoredResponse, start: int, cut_at: int | None) -> list[Step]:
+    """Steps replaying `stored` from frame `start`, cut after `cut_at` payload bytes when given."""
+    steps: list[Step] = []
+    budget = cut_at
+    for i, (_, frame) in enumerate(stored.frames[start:]):
+        if i and stored.gap:
+            steps.append(Wait(stored.gap))
+        if budget is not None and len(frame) >= budget:
+            if budget:
+                steps.append(Send(frame[:budget]))
+            steps.append(Cut())
+            break
+        steps.append(Send(frame))
+        if budget is not None:
+            budget -= len(frame)
+    return steps
+
+
+def _cancel(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
+    rid = params["id"]
+    stored = room.stored.get(rid)
+    if stored is None:
+        return Decision(_not_found(rid), Note(learner=learner))
+    room.learner(learner).cancelled.add(rid)
+    obj = stored.response_object(rid)
+    obj["status"] = "cancelled"
+    return Decision(Reply(200, obj), Note(learner=learner))
+
+
+def _reset(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
+    room.reset(learner)
+    return Decision(Reply(200, {"object": "stand-in.reset", "learner": learner or None, "reset": True}),
+                    Note(learner=learner))
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", ("v1", "chat", "completions"), _create_chat),
+    Route("POST", ("v1", "responses"), _create_responses),
+    Route("GET", ("v1", "responses", "{id}"), _retrieve),
+    Route("POST", ("v1", "responses", "{id}", "cancel"), _cancel),
+    Route("POST", ("v1", "reset"), _reset),
+)
+"""Every route the stand-in serves: method, path segments, the planner that decides."""
+
+
+def stream_cancelled(room: Room, stream: Stream) -> bool:
+    """Asked before each action of a playing stream: has a cancel request stopped it?"""
+    return room.is_cancelled(stream.cancel_key)
+
+
+# --- steps -> actions -------------------------------------------------------------------------------
+
+
+def steps_to_actions(steps: Iterable[Step], skip: int = 0) -> tuple[Action, ...]:
+    """The actions that play `steps`, leaving out the first `skip` payload bytes (already delivered before a
+    reconnect) and the `Wait`s before them. An empty `Send` writes nothing; nothing after `Cut` or `End` plays."""
+    actions: list[Action] = []
+    for step in steps:
+        if isinstance(step, Wait):
+            if not skip and step.seconds > 0:
+                actions.append(Pause(step.seconds))
+        elif isinstance(step, Stall):
+            actions.append(Pause(step.seconds))
+        elif isinstance(step, (Send, KeepAlive)):
+            data = step.data
+            if skip:
+                dropped = min(skip, len(data))
+                data, skip = data[dropped:], skip - dropped
+                if data:
+                    actions.append(Write(bytes(data), frame=False))
+            elif data:
+                actions.append(Write(bytes(data)))
+        elif isinstance(step, Cut):
+            actions.append(Close(step.reset))
+            break
+        elif isinstance(step, End):
+            break
+    return tuple(actions)
+
+
+def _payload(steps: Iterable[Step]) -> bytes:
+    return b"".join(s.data for s in steps if isinstance(s, (Send, KeepAlive)))
+
+
+def _usage_only(frame: bytes) -> bool:
+    obj = frame_json(frame)
+    return isinstance(obj, dict) and obj.get("choices") == [] and isinstance(obj.get("usage"), dict)
+
+
+def strip_usage(steps: Iterable[Step]) -> tuple[Step, ...]:
+    """`steps` without the Chat usage-only chunk (`choices: []` with `usage`), which the real API sends only
+    when `stream_options.include_usage` is set. Only whole frames inside one `Send` are recognised; a `Send`
+    left empty is dropped."""
+    out: list[Step] = []
+    for step in steps:
+        if isinstance(step, Send) and b'"usage"' in step.data:
+            frames = split_frames(step.data)
+            kept = [f for f in frames if not _usage_only(f)]
+            if len(kept) != len(frames):
+                if not kept:
+                    continue
+                step = Send(b"".join(kept))
+        out.append(step)
+    return tuple(out)
+
+
+def last_event_id(head: RequestHead) -> str | None:
+    """The Last-Event-ID header, decoded as the UTF-8 the standard sends (header bytes arrive as Latin-1)."""
+    value = head.get("last-event-id")
+    if value is None:
+        return None
+    return value.encode("latin-1", "replace").decode("utf-8", "replace")
+
+
+def skip_after_id(payload: bytes, last_id: str) -> int:
+    """How many leading bytes of `payload` a client reconnecting with `Last-Event-ID: last_id` has already
+    seen: everything up to the end of the first frame after which the stream's last event ID equals it.
+    0 (send it all) when the ID is empty or no frame sets it."""
+    if not last_id:
+        return 0
+    parser = SSEParser()
+    pos = 0
+    for frame in split_frames(payload):
+        parser.feed(frame)
+        pos += len(frame)
+        if parser.last_event_id == last_id:
+            return pos
+    return 0
+
+
+# --- non-streaming bodies -----------------------------------------------------------------------------
+
+
+def derive_body(payload: bytes, dialect: str, model: str) -> dict[str, Any] | None:
+    """The non-streaming JSON a scripted stream stands for, or None when the frames do not say.
+
+    The frames go through the same accumulators a client uses (`streamlab.core.accumulate`). Chat
+    Completions: each choice's text (and refusal, and tool calls) with its finish reason and the usage, as
+    one `chat.completion`. Responses: the terminal event's `response` object (or, for a stream cut before
+    it, the last `response` any event carried).
+    """
+    events, _ = parse(payload)
+    if dialect == "responses":
+        return _derive_response(events)
+    return _derive_chat(events, model)
+
+
+def _feed_all(acc: ChatAccumulator | ResponsesAccumulator, events: Iterable[SSEEvent]) -> None:
+    for ev in events:
+        try:
+            acc.feed(ev)
+        except FrameError:
+            continue  # a frame that is not a chunk (a comment-like data line): not part of the answer
+        except (ErrorInStream, SequenceError):
+            return
+
+
+def _derive_chat(events: list[SSEEvent], model: str) -> dict[str, Any] | None:
+    first = next((obj for ev in events if isinstance(obj := _json(ev.data), dict)
+                  and obj.get("object") == "chat.completion.chunk"), None)
+    if first is None:
+        return None
+    acc = ChatAccumulator()
+    _feed_all(acc, events)
+    return {
+        "id": first.get("id", "chatcmpl-standin"),
+        "object": "chat.completion",
+        "created": first.get("created", 0),
+        "model": first.get("model", model),
+        "choices": [_chat_choice(acc, i) for i in sorted(acc.choices)],
+        "usage": acc.usage,
+    }
+
+
+def _chat_choice(acc: ChatAccumulator, i: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": acc.role.get(i, "assistant"), "content": acc.text.get(i, ""),
+                               "refusal": acc.refusal.get(i)}
+    calls = [call for (choice, _), call in sorted(acc.tool_calls.items()) if choice == i]
+    if calls:
+        message["tool_calls"] = [{"id": c.id, "type": c.type or "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+        message["content"] = acc.text.get(i)
+    return {"index": i, "message": message, "logprobs": None, "finish_reason": acc.finish_reason.get(i, "stop")}
+
+
+def _derive_response(events: list[SSEEvent]) -> dict[str, Any] | None:
+    acc = ResponsesAccumulator()
+    _feed_all(acc, events)
+    if acc.response is not None:
+        return dict(acc.response)
+    carried = [obj["response"] for ev in events
+               if isinstance(obj := _json(ev.data), dict) and isinstance(obj.get("response"), dict)]
+    return dict(carried[-1]) if carried else None
+
+
+def _json(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None

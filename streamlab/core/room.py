@@ -1,0 +1,158 @@
+"""The stand-in's state, one learner at a time (sans-IO core: plain data the planner reads and changes).
+
+A *learner* is whoever holds one API key: the bearer token of the `Authorization` header (`learner_of`),
+or the anonymous learner ("") when there is none. A workshop room serves one stand-in to many learners,
+and nothing one of them does may change what another sees, so everything that moves lives per learner:
+
+* how many create requests each model has had (request n plays episode n, the last repeats);
+* how many times each stored response was fetched as a stream (GET n is cut where `cuts[n]` says);
+* which stored responses were cancelled.
+
+Scripts and stored responses are shared: they are frozen values, read by everyone and changed by no one.
+A response id therefore names each learner's own copy: learner A cancelling `resp_demo` cancels A's, never
+B's. `Room.reset(learner)` starts one learner over (the `POST /v1/reset` route); `Room.reset()` everyone.
+
+The room remembers at most `max_learners` learners; past that the one seen least recently is forgotten
+(starts over if they come back), so a client inventing a new key per request cannot grow it without bound.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .request import RequestHead
+from .script import Episode, ErrorEpisode, Script, ScriptValue, Step, StoredResponse, normalise_scripts
+
+__all__ = ["Learner", "Options", "Room", "UsagePolicy", "learner_of", "ANONYMOUS", "DEFAULT_MAX_LEARNERS"]
+
+ANONYMOUS = ""
+"""The learner of requests without an `Authorization` header."""
+
+DEFAULT_MAX_LEARNERS = 10_000
+
+UsagePolicy = Literal["requested", "scripted"]
+
+
+def learner_of(head: RequestHead) -> str:
+    """The learner a request belongs to: its bearer token (`Authorization: Bearer ada` -> "ada"), the whole
+    header value for another scheme, or `ANONYMOUS` without the header."""
+    value = head.get("authorization")
+    if value is None:
+        return ANONYMOUS
+    scheme, _, token = value.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else value.strip()
+
+
+@dataclass(frozen=True)
+class Options:
+    """How closely the stand-in imitates the real API's checks.
+
+    `usage`: "requested" sends a scripted Chat usage-only chunk (`choices: []` with `usage`) only when the
+    request asks for it with `stream_options.include_usage`, as the real API does; "scripted" (the default)
+    plays every scripted byte as is, which is what a test of exact bytes wants. `require_input`: refuse a
+    Chat request without `messages`, or a Responses request without `input`, with the real API's 400 (off
+    by default: the labs' short requests name only the model). `streamlab standin`, which serves learners
+    using the official SDK, turns both on.
+    """
+
+    usage: UsagePolicy = "scripted"
+    require_input: bool = False
+
+    def __post_init__(self) -> None:
+        if self.usage not in ("requested", "scripted"):
+            raise ValueError(f"usage must be 'requested' or 'scripted', got {self.usage!r}")
+
+
+@dataclass
+class Learner:
+    """One learner's moving state (see the module docstring)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    gets: dict[str, int] = field(default_factory=dict)
+    cancelled: set[str] = field(default_factory=set)
+
+    def fresh_response(self, response_id: str) -> None:
+        """A create request made `response_id` anew: it is no longer cancelled and its GETs count from 0."""
+        self.cancelled.discard(response_id)
+        self.gets.pop(response_id, None)
+
+
+class Room:
+    """Scripts, stored responses and every learner's state: all the planner reads and changes.
+
+    Not thread-safe on its own: the I/O layer holds one lock around each planner call.
+    """
+
+    def __init__(
+        self,
+        scripts: Mapping[str, ScriptValue],
+        *,
+        stored: Mapping[str, StoredResponse] | None = None,
+        options: Options = Options(),
+        max_learners: int = DEFAULT_MAX_LEARNERS,
+    ) -> None:
+        if max_learners < 1:
+            raise ValueError(f"max_learners must be at least 1, got {max_learners}")
+        self.options = options
+        self.max_learners = max_learners
+        self.scripts: Script = {}
+        self.stored: dict[str, StoredResponse] = {}
+        self.learners: OrderedDict[str, Learner] = OrderedDict()
+        self.memo: dict[tuple[int, str], tuple[Episode, tuple[Step, ...]]] = {}
+        self.set_scripts(scripts, stored=stored)
+
+    def set_scripts(self, scripts: Mapping[str, ScriptValue], *,
+                    stored: Mapping[str, StoredResponse] | None = None, reset: bool = True) -> None:
+        """Replace the scripts and add stored responses; with `reset`, every learner starts over."""
+        normal, kept = normalise_scripts(scripts, stored)
+        self.scripts = normal
+        self.stored.update(kept)
+        self.memo.clear()
+        if reset:
+            self.reset()
+
+    def reset(self, learner: str | None = None) -> None:
+        """Start `learner` over (their counts, fetches and cancels), or everyone when None."""
+        if learner is None:
+            self.learners.clear()
+        else:
+            self.learners.pop(learner, None)
+
+    def learner(self, key: str) -> Learner:
+        """The state of learner `key`, created on first use (and marked as the most recently seen)."""
+        state = self.learners.get(key)
+        if state is None:
+            state = self.learners[key] = Learner()
+            while len(self.learners) > self.max_learners:
+                self.learners.popitem(last=False)
+        else:
+            self.learners.move_to_end(key)
+        return state
+
+    def pick(self, key: str, model: str) -> tuple[int, Episode | ErrorEpisode] | None:
+        """Count one more create request of learner `key` for `model`; its episode (index, episode), or
+        None when no script has that model."""
+        episodes = self.scripts.get(model)
+        if episodes is None:
+            return None
+        counts = self.learner(key).counts
+        n = counts[model] = counts.get(model, 0) + 1
+        i = min(n, len(episodes)) - 1
+        return i, episodes[i]
+
+    def requests_for(self, model: str, learner: str | None = None) -> int:
+        """Create requests routed to `model`'s script: one learner's, or the room's total (None)."""
+        if learner is not None:
+            state = self.learners.get(learner)
+            return 0 if state is None else state.counts.get(model, 0)
+        return sum(state.counts.get(model, 0) for state in self.learners.values())
+
+    def is_cancelled(self, key: tuple[str, str] | None) -> bool:
+        """Whether learner `key[0]` cancelled response `key[1]` (False for None: a stream nobody can cancel)."""
+        if key is None:
+            return False
+        state = self.learners.get(key[0])
+        return state is not None and key[1] in state.cancelled

@@ -1,0 +1,221 @@
+"""The stand-in's request records: a bounded ring, running totals and a feed of finished requests (I/O layer).
+
+Every request the stand-in serves leaves a `RequestRecord` (what arrived, what was written and when, how it
+ended) so labs and tests can assert on the server's side of the story. A server that runs for a whole
+workshop must not grow without bound, so `RecordBook` keeps only the last `max_records` records (a ring),
+and at most `max_record_bytes` of each request body and of what was written (the counts stay exact). Totals
+(requests, how many ended which way) count everything ever served.
+
+Whoever wants to follow the requests as they finish (the command line's one line per request, a dashboard)
+subscribes a callback instead of rescanning the records: `subscribe(callback)` calls it once per finished
+request, in the handler's thread, with the record's final snapshot.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.actions import Note
+from ..core.endings import Ending
+
+__all__ = ["RequestRecord", "RequestTotals", "RecordBook", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES"]
+
+DEFAULT_MAX_RECORDS = 1000
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What the server saw and did for one request (a snapshot; fetch again for newer state).
+
+    `outcome` is an `Ending` (a `str` enum, so it compares equal to its value): in_progress, complete (the
+    body ended cleanly), http_error (an error status was sent), cut (a scripted `Cut`), client_gone (the
+    client closed or reset the connection before the end), cancelled (a cancel request stopped the stream)
+    or stopped (the server shut down mid-stream). `learner` is the request's API key ("" without one).
+    `written` holds the response payload (stream bytes or JSON body, not HTTP chunk framing) handed to the
+    operating system, at most the book's `max_record_bytes` of it; `bytes_written` counts all of it.
+    `frames_written` counts `Send`/`KeepAlive` steps written whole. `write_times` holds the
+    `time.perf_counter()` value of each stream chunk written (same clock as the client's arrival times when
+    both run on one machine), `started_at` when the request head was read.
+    """
+
+    index: int
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    json: Any
+    model: str | None
+    episode: int | None
+    stream: bool
+    status: int | None
+    written: bytes
+    frames_written: int
+    client_gone: bool
+    outcome: Ending
+    started_at: float
+    finished_at: float | None
+    resumed_after: str | None = None
+    write_times: tuple[float, ...] = ()
+    learner: str = ""
+    bytes_written: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+
+@dataclass(frozen=True)
+class RequestTotals:
+    """Counts over every request served since the last full reset (the ring forgets; these do not)."""
+
+    requests: int
+    endings: dict[Ending, int]
+    refused_connections: int
+
+
+@dataclass
+class _Rec:
+    index: int
+    method: str
+    path: str
+    headers: dict[str, str]
+    started_at: float
+    learner: str = ""
+    body: bytes = b""
+    json: Any = None
+    model: str | None = None
+    episode: int | None = None
+    stream: bool = False
+    status: int | None = None
+    written: bytearray = field(default_factory=bytearray)
+    bytes_written: int = 0
+    frames_written: int = 0
+    client_gone: bool = False
+    outcome: Ending = Ending.IN_PROGRESS
+    finished_at: float | None = None
+    resumed_after: str | None = None
+    write_times: list[float] = field(default_factory=list)
+
+    def snapshot(self) -> RequestRecord:
+        return RequestRecord(
+            self.index, self.method, self.path, dict(self.headers), self.body, self.json, self.model, self.episode,
+            self.stream, self.status, bytes(self.written), self.frames_written, self.client_gone, self.outcome,
+            self.started_at, self.finished_at, self.resumed_after, tuple(self.write_times), self.learner,
+            self.bytes_written,
+        )
+
+
+class RecordBook:
+    """Thread-safe records of one server: the ring, the totals, the feed. Handlers write; readers snapshot."""
+
+    def __init__(self, *, max_records: int = DEFAULT_MAX_RECORDS,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+        if max_records < 1 or max_record_bytes < 0:
+            raise ValueError(f"max_records must be >= 1 and max_record_bytes >= 0, got {max_records}, "
+                             f"{max_record_bytes}")
+        self.max_record_bytes = max_record_bytes
+        self._cond = threading.Condition()
+        self._ring: deque[_Rec] = deque(maxlen=max_records)
+        self._next = 0
+        self._endings: Counter[Ending] = Counter()
+        self._refused = 0
+        self._subscribers: list[Callable[[RequestRecord], None]] = []
+
+    # -- written by the handlers --
+
+    def open(self, method: str, path: str, headers: dict[str, str], learner: str) -> _Rec:
+        with self._cond:
+            rec = _Rec(self._next, method, path, headers, time.perf_counter(), learner)
+            self._next += 1
+            self._ring.append(rec)
+            self._cond.notify_all()
+            return rec
+
+    def update(self, rec: _Rec, **changes: Any) -> None:
+        with self._cond:
+            for name, value in changes.items():
+                setattr(rec, name, value)
+            self._cond.notify_all()
+
+    def note(self, rec: _Rec, note: Note) -> None:
+        """Copy what the planner said about the request (its None fields leave the record as it is)."""
+        changes = {name: getattr(note, name) for name in ("learner", "json", "model", "episode", "stream",
+                                                           "resumed_after") if getattr(note, name) is not None}
+        self.update(rec, **changes)
+
+    def body(self, rec: _Rec, body: bytes) -> None:
+        self.update(rec, body=body[:self.max_record_bytes])
+
+    def wrote(self, rec: _Rec, data: bytes, frame: bool, at: float | None = None) -> None:
+        with self._cond:
+            room = self.max_record_bytes - len(rec.written)
+            if room > 0:
+                rec.written += data[:room]
+            rec.bytes_written += len(data)
+            rec.frames_written += frame
+            if at is not None:
+                rec.write_times.append(at)
+            self._cond.notify_all()
+
+    def close(self, rec: _Rec) -> None:
+        """The request is over: stamp it, count its ending, and feed it to the subscribers."""
+        with self._cond:
+            rec.finished_at = time.perf_counter()
+            self._endings[rec.outcome] += 1
+            snapshot = rec.snapshot()
+            subscribers = list(self._subscribers)
+            self._cond.notify_all()
+        for callback in subscribers:
+            callback(snapshot)
+
+    def refused(self) -> None:
+        with self._cond:
+            self._refused += 1
+
+    # -- read by everyone --
+
+    def snapshots(self, model: str | None = None, learner: str | None = None) -> list[RequestRecord]:
+        with self._cond:
+            return [r.snapshot() for r in self._ring
+                    if (model is None or r.model == model) and (learner is None or r.learner == learner)]
+
+    def totals(self) -> RequestTotals:
+        with self._cond:
+            return RequestTotals(self._next, dict(self._endings), self._refused)
+
+    def wait_until(self, predicate: Callable[[list[RequestRecord]], bool], timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if predicate([r.snapshot() for r in self._ring]):
+                    return True
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+
+    def subscribe(self, callback: Callable[[RequestRecord], None]) -> Callable[[], None]:
+        with self._cond:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._cond:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def clear(self) -> None:
+        """Forget the records and the totals (the next request is index 0 again)."""
+        with self._cond:
+            self._ring.clear()
+            self._next = 0
+            self._endings.clear()
+            self._refused = 0
+            self._cond.notify_all()

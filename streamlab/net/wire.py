@@ -1,0 +1,378 @@
+"""One stand-in connection on the wire: read requests, carry out the planner's actions (I/O layer).
+
+`Connection.serve()` is the whole life of one TCP connection: read a request head (with a deadline),
+let `streamlab.core.request` parse and admit it, read the body (with a deadline), ask the server's
+planner what to do, and do it: write a JSON reply, or play a stream of pauses, chunk writes and cuts.
+Then, if both sides allow it, wait for the next request on the same connection. Nothing is decided here:
+routing, validation, resume points and endings come from the sans-IO core; this module only reads,
+writes, waits and closes, and records what it did.
+
+While it pauses, it watches the socket, so a client that hangs up is noticed at once. Reads have
+deadlines (`Limits`) so a client that sends half a request cannot hold a thread for ever.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import Protocol
+
+from ..core.actions import (
+    EVENT_STREAM_HEADERS,
+    Close,
+    Decision,
+    Pause,
+    Reply,
+    Stream,
+    Write,
+    reply_ending,
+    stream_ending,
+)
+from ..core.endings import Ending
+from ..core.request import (
+    MAX_HEAD_BYTES,
+    Request,
+    RequestHead,
+    admit,
+    head_end,
+    parse_head,
+    refusal,
+    request_line_reply,
+)
+from ..core.room import learner_of
+from ..core.shapes import error_body
+from .records import RecordBook, _Rec
+
+__all__ = ["Limits", "Host", "Connection", "refuse_connection", "SERVER_NAME"]
+
+SERVER_NAME = "streamlab-standin"
+_POLL = 0.05  # seconds: how often a pause checks for a stopping server
+_DRAIN_LIMIT = 16 * 1024 * 1024
+_DONE, _GONE, _STOPPING = "done", "gone", "stopping"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much a client may take from the server. Times are seconds.
+
+    `header_timeout`: from the connection (or the first byte of a later request) to the end of the head.
+    `body_timeout`: from the end of the head to the last body byte. `idle_timeout`: how long a kept-alive
+    connection may wait for its next request. `send_timeout`: how long one write may block on a client that
+    does not read. `max_connections`: connections served at once; the next one gets a 503.
+    """
+
+    max_body_bytes: int = 1024 * 1024
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    idle_timeout: float = 60.0
+    send_timeout: float = 60.0
+    max_connections: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("header_timeout", "body_timeout", "idle_timeout", "send_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
+        if self.max_connections < 1 or self.max_body_bytes < 0:
+            raise ValueError(f"max_connections must be >= 1 and max_body_bytes >= 0, got "
+                             f"{self.max_connections}, {self.max_body_bytes}")
+
+
+class Host(Protocol):
+    """What a connection may use of its server, and nothing more."""
+
+    limits: Limits
+    book: RecordBook
+    stopping: threading.Event
+
+    def decide(self, request: Request) -> Decision: ...
+
+    def cancelled(self, stream: Stream) -> bool: ...
+
+
+class _Gone(Exception):
+    """The client closed or reset the connection (or the server is stopping under it)."""
+
+
+def _head_bytes(status: int, headers: tuple[tuple[str, str], ...], close: bool) -> bytes:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    lines = [f"HTTP/1.1 {status} {phrase}", f"Server: {SERVER_NAME}", f"Date: {formatdate(usegmt=True)}"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+def _json_head(reply: Reply, length: int, close: bool) -> bytes:
+    headers = (("Content-Type", "application/json"), ("Content-Length", str(length)), *reply.headers)
+    return _head_bytes(reply.status, headers, close)
+
+
+def refuse_connection(sock: socket.socket, cap: int) -> None:
+    """Answer a connection over the cap with a 503 from the accepting thread, without blocking it."""
+    message = f"the stand-in is serving its maximum of {cap} connections at once; try again shortly"
+    reply = Reply(503, error_body(message, "server_error", "too_many_connections"), (("Retry-After", "1"),))
+    payload = json.dumps(reply.body).encode("utf-8")
+    try:
+        sock.setblocking(False)
+        try:
+            while sock.recv(65536):  # drop what already arrived, so that closing does not reset the reply
+                pass
+        except BlockingIOError:
+            pass
+        sock.send(_json_head(reply, len(payload), close=True) + payload)
+    except OSError:
+        pass
+
+
+class Connection:
+    """Serve the requests of one accepted socket until either side ends the connection."""
+
+    def __init__(self, sock: socket.socket, host: Host) -> None:
+        self.sock = sock
+        self.host = host
+        self.limits = host.limits
+        self.book = host.book
+        self.buf = bytearray()  # bytes received and not yet consumed (the rest of a head, a pipelined request)
+
+    def serve(self) -> None:
+        first = True
+        while not self.host.stopping.is_set():
+            got = self._read_head(first)
+            first = False
+            if got is None:
+                return
+            head = got if isinstance(got, Reply) else parse_head(got)
+            if isinstance(head, Reply):  # a head too broken to record: answer and close
+                self._send_bare(head)
+                return
+            if not self._request(head):
+                return
+
+    # -- reading --
+
+    def _fill(self, deadline: float) -> bool | None:
+        """Receive more bytes into the buffer: True, or False at end of input, or None at the deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        self.sock.settimeout(left)
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            return None
+        except OSError:
+            return False
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    def _read_head(self, first: bool) -> bytes | Reply | None:
+        """The next request head, a refusal to send, or None when the connection should just close."""
+        limits, start = self.limits, time.monotonic()
+        if not self._strip_blank_lines():
+            waited = self._fill(start + (limits.header_timeout if first else limits.idle_timeout))
+            if not waited:
+                return None  # closed, or idle for too long: close quietly
+        deadline = (start if first else time.monotonic()) + limits.header_timeout
+        checked, scanned = False, 0
+        while True:
+            self._strip_blank_lines()
+            if not checked and b"\n" in self.buf:
+                problem = request_line_reply(bytes(self.buf[:self.buf.index(b"\n")]))
+                if problem is not None:
+                    return problem
+                checked = True
+            end = head_end(self.buf, max(0, scanned - 3)) if checked else None
+            if end is not None:
+                raw = bytes(self.buf[:end])
+                del self.buf[:end]
+                return raw
+            scanned = len(self.buf)
+            if scanned > MAX_HEAD_BYTES:
+                return refusal(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+            got = self._fill(deadline)
+            if got is None:
+                return refusal(408, f"the request head did not arrive within {limits.header_timeout:g} s")
+            if not got:
+                return None
+
+    def _strip_blank_lines(self) -> bool:
+        """Drop empty lines before a request line (allowed by HTTP/1.1); True when bytes remain."""
+        while self.buf[:1] in (b"\r", b"\n"):
+            del self.buf[:1]
+        return bool(self.buf)
+
+    def _read_body(self, length: int) -> bytes | Reply:
+        deadline = time.monotonic() + self.limits.body_timeout
+        while len(self.buf) < length:
+            got = self._fill(deadline)
+            if got is None:
+                return refusal(408, f"the request body did not arrive within {self.limits.body_timeout:g} s "
+                               f"({len(self.buf)} of {length} bytes came)")
+            if not got:
+                raise _Gone
+        body = bytes(self.buf[:length])
+        del self.buf[:length]
+        return body
+
+    def _drain(self) -> None:
+        """Read and drop what the client is still sending (waiting 50 ms at most for more): closing a socket
+        with unread input resets the connection, and the client would lose the reply it is owed."""
+        dropped = len(self.buf)
+        self.buf.clear()
+        try:
+            while dropped < _DRAIN_LIMIT:
+                readable, _, _ = select.select([self.sock], [], [], 0.05)
+                if not readable:
+                    return
+                data = self.sock.recv(65536)
+                if not data:
+                    return
+                dropped += len(data)
+        except (OSError, ValueError):
+            return
+
+    # -- one request --
+
+    def _request(self, head: RequestHead) -> bool:
+        """Serve one request and record it; True when the connection may carry another."""
+        rec = self.book.open(head.method, head.target, head.as_dict(), learner_of(head))
+        keep = False
+        try:
+            keep = self._exchange(head, rec)
+        except (_Gone, OSError):
+            stopping = self.host.stopping.is_set()
+            self.book.update(rec, outcome=Ending.STOPPED if stopping else Ending.CLIENT_GONE, client_gone=not stopping)
+        except Exception as exc:  # a bug in the stand-in: say so in a 500 rather than fall silent
+            self._internal_error(exc, head, rec)
+        finally:
+            self.book.close(rec)
+        return keep and head.keep_alive and not self.host.stopping.is_set()
+
+    def _exchange(self, head: RequestHead, rec: _Rec) -> bool:
+        admission = admit(head, max_body_bytes=self.limits.max_body_bytes)
+        if isinstance(admission, Reply):
+            return self._reply(admission, head, rec)
+        if admission.send_continue:
+            self._send(b"HTTP/1.1 100 Continue\r\n\r\n")
+        body = self._read_body(admission.length)
+        if isinstance(body, Reply):
+            return self._reply(body, head, rec)
+        self.book.body(rec, body)
+        decision = self.host.decide(Request(head, body))
+        self.book.note(rec, decision.note)
+        if isinstance(decision.action, Reply):
+            return self._reply(decision.action, head, rec)
+        return self._play(decision.action, rec)
+
+    def _internal_error(self, exc: Exception, head: RequestHead, rec: _Rec) -> None:
+        message = f"stand-in internal error: {type(exc).__name__}: {exc}"
+        try:
+            self._reply(Reply(500, error_body(message, "server_error"), close=True, drain=True), head, rec)
+        except OSError:
+            self.book.update(rec, outcome=Ending.CLIENT_GONE, client_gone=True)
+
+    # -- doing --
+
+    def _send(self, data: bytes) -> None:
+        self.sock.settimeout(self.limits.send_timeout)
+        self.sock.sendall(data)
+
+    def _send_bare(self, reply: Reply) -> None:
+        """A refusal before any record exists (a head that could not be parsed)."""
+        payload = json.dumps(reply.body).encode("utf-8")
+        try:
+            self._drain()
+            self._send(_json_head(reply, len(payload), close=True) + payload)
+        except OSError:
+            pass
+
+    def _reply(self, reply: Reply, head: RequestHead, rec: _Rec) -> bool:
+        """Write one JSON reply (after its pause); True when the connection may carry another request."""
+        if reply.wait and self._pause(reply.wait) != _DONE:
+            raise _Gone
+        payload = json.dumps(reply.body).encode("utf-8")
+        close = reply.close or not head.keep_alive
+        out = b"" if head.method == "HEAD" else payload
+        # recorded before the bytes leave, so a client that has read them finds the record written;
+        # if the write fails, the request is recorded as client_gone instead
+        self.book.wrote(rec, out, False)
+        self.book.update(rec, status=reply.status, outcome=reply_ending(reply.status))
+        if reply.drain:
+            self._drain()
+        self._send(_json_head(reply, len(payload), close) + out)
+        return not close
+
+    def _play(self, stream: Stream, rec: _Rec) -> bool:
+        """Play a stream's actions on a chunked 200; True when the body ended cleanly (the connection may
+        carry another request)."""
+        headers = (*EVENT_STREAM_HEADERS, ("Transfer-Encoding", "chunked"), *stream.headers)
+        self._send(_head_bytes(200, headers, close=False))
+        self.book.update(rec, status=200)
+        stopping = self.host.stopping
+        for action in stream.actions:
+            if stopping.is_set() or self.host.cancelled(stream):
+                break
+            if isinstance(action, Pause):
+                state = self._pause(action.seconds)
+                if state == _GONE:
+                    raise _Gone
+                if state == _STOPPING:
+                    break
+            elif isinstance(action, Write):
+                # HTTP/1.1 chunk framing (size in hex, CRLF, data, CRLF): unrelated to where SSE lines end
+                self._send(b"%x\r\n%s\r\n" % (len(action.data), action.data))
+                self.book.wrote(rec, action.data, action.frame, time.perf_counter())
+            elif isinstance(action, Close):
+                self.book.update(rec, outcome=Ending.CUT)
+                self._cut(action.reset)
+                return False
+        ending = stream_ending(cut=False, cancelled=self.host.cancelled(stream), stopping=stopping.is_set())
+        # recorded before the terminating chunk leaves (a client that read the whole body finds it written)
+        self.book.update(rec, outcome=ending)
+        if ending is Ending.STOPPED:
+            return False  # never end a body cleanly on the way down: the client must see it broken
+        self._send(b"0\r\n\r\n")
+        return True
+
+    def _cut(self, reset: bool) -> None:
+        if reset:  # SO_LINGER with a zero timeout: close() sends RST instead of FIN
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.sock.close()
+
+    def _pause(self, seconds: float | None) -> str:
+        """Wait `seconds` (None: for ever), watching the client. "done", "gone" (the client closed its end)
+        or "stopping" (the server is shutting down)."""
+        end = None if seconds is None else time.perf_counter() + seconds
+        stopping = self.host.stopping
+        watch = True
+        while True:
+            if stopping.is_set():
+                return _STOPPING
+            left = _POLL if end is None else min(_POLL, end - time.perf_counter())
+            if left <= 0:
+                return _DONE
+            if not watch:
+                stopping.wait(left)
+                continue
+            try:
+                readable, _, _ = select.select([self.sock], [], [], left)
+                if readable:
+                    data = self.sock.recv(65536)
+                    if not data:
+                        return _STOPPING if stopping.is_set() else _GONE
+                    self.buf += data  # a pipelined request: keep it for later
+                    watch = len(self.buf) <= MAX_HEAD_BYTES + self.limits.max_body_bytes
+            except (OSError, ValueError):
+                return _STOPPING if stopping.is_set() else _GONE
