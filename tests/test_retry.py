@@ -23,9 +23,9 @@ from streamlab.net.retrying import (
     VirtualClock,
     is_retryable_status,
     parse_retry_after,
-    plot_attempts,
 )
 from streamlab.net.standin import Cut, Episode, Send, StandIn, error_episode
+from streamlab.tools.plots import plot_attempts
 
 # -- classification ------------------------------------------------------------------------------------
 
@@ -250,6 +250,7 @@ def test_retry_after_http_date(server: StandIn) -> None:
     assert fake.sleeps == [3.0] and rs.attempts[0].decision.source == "Retry-After (HTTP date)"
 
 
+@pytest.mark.net  # starts (and stops) its own stand-in to get a port nobody listens on
 def test_connection_refused_is_retried() -> None:
     with StandIn({"m": Episode([])}) as dead:
         url = dead.base_url

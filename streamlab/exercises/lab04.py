@@ -10,7 +10,7 @@ every 1/30 s (30 tokens per second), so an answer of n tokens ends at 0.5 + (n -
 * 04.4 `blank_share(ttft, gap, n_tokens)`: the share of the wait spent on a blank screen when streaming.
 * 04.5 `first_visible(arrivals)`: the TTFT of a timed Chat Completions stream, role chunk not counted.
 
-Checkers compare with `streamlab.net.live`, computed here, never with numbers typed in by hand.
+Checkers compare with `streamlab.core.metrics`, computed here, never with numbers typed in by hand.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..core.metrics import first_visible_time, illustrative_blank_share, illustrative_tokens_by, illustrative_total
 from ..core.shapes import chat_choice, chat_chunk, chat_text_stream, sse_comment, sse_frame, to_json
 from ..core.sse import SSEEvent, SSEParser
-from ..net.live import first_visible_time, illustrative_blank_share, illustrative_tokens_by, illustrative_total
 from . import NotAttempted, exercise
 
 TTFT = 0.5

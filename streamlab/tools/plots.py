@@ -1,13 +1,17 @@
-"""The two figures of lab 04, drawn with matplotlib.
+"""The labs' figures, drawn with matplotlib (tools layer): lab 02's harness, lab 04's timings, lab 05's retries.
+
+Lab 04:
 
 1. `plot_visible_chars`: visible characters against time for several clients on one axis, each client's
    TTFT marked with a dot and its end of response with a bar; optionally the schedule the server followed.
    The streaming curve climbs from the TTFT on; buffered and non-streaming curves stay flat at zero and
    jump at the end, although the same bytes arrived at the same times.
 2. `plot_blank_share`: the share of the wait spent on a blank screen against answer length, with and
-   without streaming, from the ILLUSTRATIVE arithmetic in `streamlab.timing` (labelled as such).
+   without streaming, from the ILLUSTRATIVE arithmetic in `streamlab.core.metrics` (labelled as such).
 
-Both take an optional `ax` so they can be combined, and return the Figure. Artists carry a `gid`
+Lab 05: `plot_attempts`, the retry timeline (each attempt as a bar, each wait as a hatched bar).
+
+Each takes an optional `ax` so they can be combined, and returns the Figure. Artists carry a `gid`
 ("chars:LABEL", "ttft:LABEL", "total:LABEL", "schedule:ttft", "schedule:total", "blank:streaming",
 "blank:buffered") so tests and learners can find them without relying on draw order.
 """
@@ -21,10 +25,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..core.fuzz import HarnessResult
-from ..net.live import Schedule, Timing, illustrative_blank_share
+from ..core.metrics import Schedule, Timing, illustrative_blank_share
+from ..net.retrying import Attempt
 
 __all__ = [
     "plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS", "plot_share_heatmap", "plot_strategy_bars",
+    "plot_attempts",
 ]
 
 DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -179,4 +185,38 @@ def plot_strategy_bars(result: HarnessResult, contenders: Sequence[str] | None =
     ax.set_ylabel("share of runs correct\n(mean over fixtures)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title("the same parsers, four ways of cutting the same bytes")
+    return fig
+
+
+# =====================================================================================================
+# Lab 05: the retry timeline.
+# =====================================================================================================
+
+
+def plot_attempts(attempts: Sequence[Attempt], *, ax: Axes | None = None, title: str = "Retry timeline") -> Figure:
+    """Draw each attempt as a bar (when it started, how long it took, what came back) and each wait.
+
+    Returns the Figure. Works on recorded attempts (`RetryingStream.attempts`), so a notebook can plot a
+    deterministic run (a `VirtualClock`) as well as a live one. With `ax`, laying out the caller's figure
+    is left to the caller.
+    """
+    fig, ax = _axes(ax, (8.0, 1.2 + 0.45 * max(1, len(attempts))))
+    for i, a in enumerate(attempts):
+        y = len(attempts) - i
+        failed = not a.result.ok
+        colour = "tab:red" if failed else "tab:green"
+        ax.barh(y, max(a.ended - a.started, 1e-3), left=a.started, height=0.5, color=colour)
+        ax.plot([a.started], [y], marker="X" if failed else "o", color=colour, markersize=9)  # visible at 0 s too
+        ax.annotate(a.result.describe().split(":")[0], (a.started, y + 0.3), fontsize=8, va="bottom")
+        if a.decision.retry:
+            ax.barh(y, a.waited, left=a.ended, height=0.2, color="lightgrey", hatch="//", edgecolor="grey")
+            ax.annotate(f"wait {a.waited:.2f} s ({a.decision.source})", (a.ended + a.waited / 2, y - 0.35),
+                        fontsize=7, ha="center", va="top", color="dimgrey")
+    ax.set_yticks([len(attempts) - i for i in range(len(attempts))], [f"attempt {a.number}" for a in attempts])
+    end = max([a.ended + a.waited for a in attempts], default=1.0) or 1.0
+    ax.set_xlim(-0.03 * end, 1.2 * end)  # room for the last label
+    ax.set_xlabel("seconds since the first attempt started")
+    ax.set_ylim(0.3, len(attempts) + 0.9)
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
     return fig

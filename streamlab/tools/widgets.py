@@ -1,4 +1,4 @@
-"""Interactive explorers for the labs (ipywidgets), each with a plain-function twin that returns text.
+"""Interactive explorers for the labs (ipywidgets; tools layer), each with a plain-function twin that returns text.
 
 Widgets are for exploring; the notebooks' checked outputs come from the twins, because nbval does not
 compare widget views. Every explorer lives in its own section below and builds on the library modules;
@@ -7,23 +7,26 @@ none re-implements their logic.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ..core.fixtures import Fixture
-    from ..core.fuzz import Contender
+import ipywidgets as w
+from IPython.display import display
+from matplotlib.figure import Figure
+
+from ..core.broken import split_explorer_text
+from ..core.fixtures import Fixture
+from ..core.fuzz import Contender
+from ..core.metrics import illustrative_blank_share, illustrative_timing, illustrative_total
+from .plots import DEFAULT_LENGTHS, plot_blank_share, plot_visible_chars
 
 # =====================================================================================================
 # TTFT explorer (lab 04): sliders for TTFT, inter-token gap and answer length, ILLUSTRATIVE arithmetic.
-# Library imports are local to each function so the sections stay independent and `import` stays cheap.
 # =====================================================================================================
 
 
 def ttft_explorer_text(ttft: float, gap: float, n_tokens: int) -> str:
     """The ILLUSTRATIVE numbers behind the TTFT explorer, as text (the explorer's checkable twin)."""
-    from ..net.live import illustrative_blank_share, illustrative_total
-
     total = illustrative_total(ttft, gap, n_tokens)
     share = illustrative_blank_share(ttft, gap, n_tokens)
     return (
@@ -33,13 +36,8 @@ def ttft_explorer_text(ttft: float, gap: float, n_tokens: int) -> str:
     )
 
 
-def ttft_figure(ttft: float, gap: float, n_tokens: int, *, chars_per_token: int = 4) -> Any:
+def ttft_figure(ttft: float, gap: float, n_tokens: int, *, chars_per_token: int = 4) -> Figure:
     """The explorer's figure: visible characters over time (left) and blank share by length (right)."""
-    from matplotlib.figure import Figure
-
-    from ..net.live import illustrative_timing
-    from .plots import DEFAULT_LENGTHS, plot_blank_share, plot_visible_chars
-
     fig = Figure(figsize=(11.0, 4.0), layout="constrained")
     left, right = fig.subplots(1, 2)
     timings = [
@@ -52,15 +50,12 @@ def ttft_figure(ttft: float, gap: float, n_tokens: int, *, chars_per_token: int 
     return fig
 
 
-def ttft_explorer(ttft: float = 0.4, gap: float = 0.02, n_tokens: int = 500) -> Any:
+def ttft_explorer(ttft: float = 0.4, gap: float = 0.02, n_tokens: int = 500) -> w.VBox:
     """Sliders for TTFT, inter-token gap and answer length, redrawing both lab 04 figures on change.
 
     Returns an `ipywidgets.VBox`; display it as the last expression of a cell (marked
     `# NBVAL_IGNORE_OUTPUT`, since widget views are not compared).
     """
-    import ipywidgets as w
-    from IPython.display import display
-
     style = {"description_width": "9em"}
     layout = w.Layout(width="32em")
     s_ttft = w.FloatSlider(value=ttft, min=0.0, max=5.0, step=0.05, description="TTFT (s)", readout_format=".2f",
@@ -89,17 +84,11 @@ def ttft_explorer(ttft: float = 0.4, gap: float = 0.02, n_tokens: int = 500) -> 
 # ===================================================================================================
 
 
-def split_explorer(fixtures: Sequence[Fixture], contenders: Sequence[Contender], fixture: str | None = None) -> Any:
+def split_explorer(fixtures: Sequence[Fixture], contenders: Sequence[Contender], fixture: str | None = None) -> w.VBox:
     """ipywidgets explorer: pick a fixture and parsers, slide the cut offset, read `split_explorer_text`.
 
     Returns an `ipywidgets.VBox`; show it as the last expression of a cell marked `# NBVAL_IGNORE_OUTPUT`.
     """
-    import html
-
-    import ipywidgets as w
-
-    from ..core.broken import split_explorer_text
-
     by_name = {f.name: f for f in fixtures}
     names = sorted(by_name)
     pick = w.Dropdown(options=names, value=fixture if fixture in by_name else names[0], description="fixture")
