@@ -1,11 +1,161 @@
-"""Shared test fixtures."""
+"""Shared test helpers (streams, a running stand-in, socket helpers) and the suite's markers.
+
+Markers (registered in pyproject.toml) are applied here, so no test file has to remember them:
+
+* `net`: the test opens a TCP socket (a stand-in, a client, a raw socket). Applied to every test of the
+  modules in NET_MODULES, to every test that uses a fixture in NET_FIXTURES, and to every test whose own
+  source calls something in OPENS_SOCKETS (`StandIn(`, `serve(`, `raw_request(`...). A guard (an audit hook on
+  socket creation) fails any test that opens a TCP socket without the marker, so `pytest -m "not net"` is
+  really the pure suite and `python3 dev.py stress` (which runs `-m net`) really covers every socket test.
+* `notebook`: runs a lab (nbval cells, marked by the root conftest.py; in-process solution runs).
+* `browser`: drives JupyterLab in a headless browser.
+* `slow`: takes more than a few seconds on its own (building a wheel, a kernel per lab).
+
+Helpers are plain names: `from conftest import CHAT, raw_request` (pytest puts tests/ on sys.path).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import json
+import re
+import socket
+import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 
 import pytest
+
+from streamlab.core import shapes
+
+# -- markers ------------------------------------------------------------------------------------------
+
+NET_MODULES = frozenset({"test_cancel", "test_client", "test_sdk", "test_standin"})
+"""Test modules in which every test opens sockets."""
+
+NET_FIXTURES = frozenset({"server", "live_server", "idle_standin", "serve_once", "http"})
+"""Fixtures that start a server or a client: a test using one opens sockets (the per-module `server`
+fixtures all start a stand-in)."""
+
+OPENS_SOCKETS = re.compile(
+    r"\b(?:StandIn|serve|raw_request|one_shot_server|free_port|create_connection|run_three_clients)\(|"
+    r"\bsocket\.socket\(|\bhttpx\.(?:Async)?Client\(|\b(?:Async)?OpenAI\(")
+"""Calls that open sockets: a test whose own source makes one is `net` even in a mostly pure module."""
+
+NOTEBOOK_MODULES = frozenset({"test_solutions"})
+NET_NOTEBOOKS = frozenset({"06-the-official-sdk.ipynb"})
+"""Labs whose setup or solutions talk to a stand-in: their tests in NOTEBOOK_MODULES are `net` too."""
+BROWSER_MODULES = frozenset({"test_browser"})
+SLOW_MODULES = frozenset({"test_wheel"})
+
+
+def _module_name(item: pytest.Item) -> str:
+    return item.path.stem
+
+
+def _opens_sockets(item: pytest.Item) -> bool:
+    if _module_name(item) in NET_MODULES or NET_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("notebook") in NET_NOTEBOOKS:
+        return True
+    function = getattr(item, "function", None)
+    try:
+        source = inspect.getsource(function) if function is not None else ""
+    except (OSError, TypeError):
+        source = ""
+    return bool(OPENS_SOCKETS.search(source))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.suffix != ".py":  # lab notebooks under nbval: marked by the root conftest.py
+            continue
+        module = _module_name(item)
+        if _opens_sockets(item):
+            item.add_marker(pytest.mark.net)
+        if module in NOTEBOOK_MODULES:
+            item.add_marker(pytest.mark.notebook)
+        if module in BROWSER_MODULES or module.startswith("test_browser"):
+            item.add_marker(pytest.mark.browser)
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
+# -- the guard: a TCP socket in a test not marked `net` fails it ----------------------------------------
+
+_watch: dict[str, object] = {"item": None, "opened": []}
+
+
+def _audit(event: str, args: tuple) -> None:
+    # Cheap on every other event. Only sockets made by the test's own thread count: a server thread left
+    # over from an earlier test must not blame the current one.
+    if event == "socket.__new__" and _watch["item"] is not None and args[1] in (socket.AF_INET, socket.AF_INET6):
+        if threading.current_thread() is threading.main_thread():
+            _watch["opened"].append(args[1])
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _watch["item"], _watch["opened"] = item, []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    if call.when != "teardown" or _watch["item"] is not item:
+        return
+    opened, _watch["item"] = _watch["opened"], None
+    exempt = item.get_closest_marker("net") or item.path.suffix != ".py"
+    report = outcome.get_result()
+    if opened and not exempt and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} opened {len(opened)} TCP socket(s) but is not marked `net`. Use a fixture from "
+            "NET_FIXTURES, add the module to NET_MODULES in tests/conftest.py, or mark it @pytest.mark.net.")
+
+
+# -- streams used by several test files ------------------------------------------------------------------
+
+WORDS = ["Hel", "lo ", "w\u00f6rld"]  # a two-byte character in the last piece
+TEXT = "".join(WORDS)
+CHAT = shapes.chat_text_stream(WORDS, model="m")
+RESP_WORDS = ["alpha ", "beta ", "gamma ", "delta"]
+RESP = shapes.responses_text_stream(RESP_WORDS, model="r")
+HELLO = shapes.chat_text_stream(WORDS)  # the same answer under the default model name
+LONG_PIECES = [f"t{i:03d} " for i in range(200)]  # long enough to cancel or cut in the middle
+
+
+def chat_text(events: Iterable[object]) -> str:
+    """The answer text of a Chat Completions stream, from events with a `.data` string ([DONE] skipped)."""
+    out = []
+    for event in events:
+        data = event.data
+        if data == "[DONE]":
+            continue
+        for choice in json.loads(data)["choices"]:
+            out.append(choice["delta"].get("content") or "")
+    return "".join(out)
+
+
+# -- waiting on states, not sleeps ---------------------------------------------------------------------
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float = 5.0, what: str = "condition") -> None:
+    """Poll `condition` until it is true; fail the test with `what` if it is not within `timeout` seconds.
+
+    The timeout is a safety net for a hung test, never a measurement: on a loaded machine the condition is
+    simply reached later."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -17,3 +167,84 @@ def no_leaked_threads():
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert threading.active_count() == before, [t.name for t in threading.enumerate()]
+
+
+# -- a running stand-in ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def idle_standin():
+    """One stand-in per test module with an empty script: tests install theirs with `set_scripts`."""
+    from streamlab.net.standin import Episode, StandIn
+
+    with StandIn({"unused": Episode([])}) as server:
+        yield server
+
+
+# -- raw sockets -----------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback port that nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def raw_request(port: int, request: bytes, *, timeout: float = 2.0) -> bytes:
+    """Send raw bytes to 127.0.0.1:port; return everything sent back until the server closes (or it has
+    been quiet for `timeout` seconds)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request)
+        sock.settimeout(timeout)
+        out = bytearray()
+        try:
+            while data := sock.recv(65536):
+                out += data
+        except TimeoutError:
+            pass
+        return bytes(out)
+
+
+def http_response(body: bytes, *, status: str = "200 OK", content_type: str | None = "text/event-stream",
+                  content_length: int | None = None) -> bytes:
+    """The bytes of a whole HTTP/1.1 response (Content-Length defaults to the body's real length)."""
+    head = f"HTTP/1.1 {status}\r\n"
+    if content_type is not None:
+        head += f"Content-Type: {content_type}\r\n"
+    head += f"Content-Length: {len(body) if content_length is None else content_length}\r\n\r\n"
+    return head.encode() + body
+
+
+@contextlib.contextmanager
+def one_shot_server(reply: bytes) -> Iterator[int]:
+    """A raw server on 127.0.0.1 that answers one connection with `reply` and closes it; yields the port.
+
+    On exit the serving thread is joined and the listener closed, so nothing leaks into the next test."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+    thread = threading.Thread(target=serve, name="one-shot-server", daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        if thread.is_alive():  # nobody connected: wake accept() so the thread ends
+            with contextlib.suppress(OSError), socket.create_connection(listener.getsockname(), timeout=1):
+                pass
+        thread.join(5)
+        listener.close()
+
+
+@pytest.fixture
+def serve_once() -> Callable[[bytes], contextlib.AbstractContextManager[int]]:
+    """`with serve_once(http_response(b"...")) as port:` (the fixture form of one_shot_server)."""
+    return one_shot_server

@@ -20,6 +20,7 @@ names its layer.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -243,6 +244,7 @@ def edge_problem(layer: str, target: str, known: frozenset[str] = MODULE_NAMES) 
     return None
 
 
+@functools.cache
 def _parse(module: Module) -> ast.Module:
     return ast.parse(module.path.read_text(encoding="utf-8"), filename=str(module.path))
 
