@@ -533,7 +533,8 @@ def test_cli_standin_serves_a_scenario_until_ctrl_c():
         assert f"curl -N {base}/chat/completions" in banner and '"model": "scheduled"' in banner
         assert f"OpenAI(base_url='{base}'" in banner
         with httpx.Client() as client:
-            r = client.post(base + "/chat/completions", json={"model": "scheduled", "stream": True})
+            r = client.post(base + "/chat/completions", json={"model": "scheduled", "stream": True,
+                                                              "messages": [{"role": "user", "content": "hi"}]})
         events, truncated = parse(r.content)
         assert r.status_code == 200 and events[-1].data == "[DONE]" and not truncated
         proc.send_signal(signal.SIGINT)

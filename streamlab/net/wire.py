@@ -194,12 +194,12 @@ class Connection:
                     return problem
                 checked = True
             end = head_end(self.buf, max(0, scanned - 3)) if checked else None
-            if end is not None:
+            if end is not None and end <= MAX_HEAD_BYTES:
                 raw = bytes(self.buf[:end])
                 del self.buf[:end]
                 return raw
             scanned = len(self.buf)
-            if scanned > MAX_HEAD_BYTES:
+            if scanned > MAX_HEAD_BYTES or end is not None:
                 return refusal(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
             got = self._fill(deadline)
             if got is None:
