@@ -6,20 +6,25 @@ import asyncio
 import socket
 import threading
 import time
+import tracemalloc
 
 import httpx
 import pytest
 
 from streamlab.core import shapes
-from streamlab.core.sse import SSELimitError, SSEParser, parse
+from streamlab.core.endings import Ending
+from streamlab.core.errors import ENDING_ERRORS, SSELimitError
+from streamlab.core.sse import SSEParser, parse
 from streamlab.net.client import (
     RETRYABLE_TRANSPORT_ERRORS,
+    TRANSLATE,
     AsyncEventStream,
     BadStatus,
     ConnectFailed,
     ConnectionBroken,
     DeadlineExceeded,
     EventStream,
+    EventTooLarge,
     IdleTimeout,
     IncompleteEvent,
     NotAnEventStream,
@@ -34,6 +39,7 @@ from streamlab.net.client import (
     stream_chat,
     stream_responses,
 )
+from streamlab.net.eventstream import _translation
 from streamlab.net.standin import (
     Cut,
     End,
@@ -288,13 +294,147 @@ def test_a_clean_end_inside_an_event_is_an_incomplete_event(server):
 
 def test_a_line_past_the_parser_limit_raises_after_the_events_before_it(server):
     got = []
-    with pytest.raises(SSELimitError) as info, \
+    with pytest.raises(EventTooLarge) as info, \
             stream_chat(server.base_url, {"model": "huge_line"}, parser=SSEParser(max_line_bytes=1000)) as stream:
         for ev in stream:
             got.append(ev)
-    assert info.value.limit == "max_line_bytes"
+    assert info.value.limit_error.limit == "max_line_bytes"
     assert len(got) == 1 and got[0].json()["choices"][0]["delta"]["role"] == "assistant"
     assert stream.end_reason == "limit_exceeded"
+
+
+def test_a_limit_mid_stream_ends_the_stream_like_every_other_ending(server):
+    with pytest.raises(EventTooLarge) as info, \
+            stream_chat(server.base_url, {"model": "huge_line"}, parser=SSEParser(max_line_bytes=1000)) as stream:
+        for _ in stream:
+            pass
+    err = info.value
+    assert stream.end_reason is Ending.LIMIT_EXCEEDED and stream.error is err and stream.mid_event
+    assert isinstance(err.__cause__, SSELimitError) and err.limit_error is err.__cause__
+    assert err.events_received == 1 and "max_line_bytes=1000" in str(err)
+    assert server.wait_until(lambda rs: rs and rs[0].finished)  # the connection was closed, not left reading
+
+
+@pytest.mark.parametrize(("model", "ending"), [
+    ("m", Ending.COMPLETE), ("cut_mid", Ending.BROKEN), ("end_mid", Ending.INCOMPLETE_EVENT),
+    ("stall", Ending.READ_TIMEOUT), ("huge_line", Ending.LIMIT_EXCEEDED), ("text_error", Ending.HTTP_ERROR),
+])
+def test_every_ending_is_an_ending_member_and_raises_its_own_class(server, model, ending):
+    stream = stream_chat(server.base_url, {"model": model}, read_timeout=0.3, parser=SSEParser(max_line_bytes=1000))
+    try:
+        with stream:
+            for _ in stream:
+                pass
+    except StreamEndError as exc:
+        assert type(exc) is ENDING_ERRORS[ending] and exc.ending is ending and stream.error is exc
+    else:
+        assert ending is Ending.COMPLETE and stream.error is None
+    assert stream.end_reason is ending and stream.end_reason == ending.value
+
+
+def test_translate_picks_the_most_specific_httpx_class():
+    request = httpx.Request("GET", "http://127.0.0.1:1/")
+    cases = {  # httpx exception -> (before the headers, while reading the body)
+        httpx.ConnectError("refused", request=request): (ConnectFailed, ConnectionBroken),
+        httpx.ConnectTimeout("slow", request=request): (ConnectFailed, ReadStalled),
+        httpx.ReadTimeout("stalled", request=request): (ReadStalled, ReadStalled),
+        httpx.RemoteProtocolError("cut", request=request): (ConnectFailed, ConnectionBroken),
+        httpx.ReadError("reset", request=request): (ConnectFailed, ConnectionBroken),
+        httpx.UnsupportedProtocol("htp://", request=request): (RequestNotSent, RequestNotSent),
+        httpx.LocalProtocolError("bad header", request=request): (RequestNotSent, ConnectionBroken),
+    }
+    for exc, expected in cases.items():
+        assert _translation(exc) == expected, type(exc).__name__
+    assert all(issubclass(c, StreamEndError) for pair in TRANSLATE.values() for c in pair)
+    assert httpx.HTTPError in TRANSLATE  # the catch-all: every httpx error has a translation
+
+
+# -- keep="none": constant memory ------------------------------------------------------------------
+
+
+def test_keep_none_keeps_counts_and_times_but_no_bytes_or_events(server):
+    with stream_chat(server.base_url, {"model": "ids"}, keep="none") as stream:
+        got = [t.data for t in stream]
+    assert got == [f"part {i}" for i in range(1, 6)] and stream.end_reason is Ending.COMPLETE
+    assert stream.events_received == 5 and stream.bytes_received > 0 and stream.chunks_received >= 1
+    assert stream.last_event_id == "5" and stream.first_event_at <= stream.last_event_at
+    for what in ("events", "raw", "chunks"):
+        with pytest.raises(RuntimeError, match='keep="none"'):
+            getattr(stream, what)
+    assert "events=5" in repr(stream)
+
+
+def test_keep_none_read_all_and_async(server):
+    with stream_chat(server.base_url, {"model": "ids"}, keep="none") as stream:
+        assert [t.data for t in stream.read_all()] == [f"part {i}" for i in range(1, 6)]
+
+    async def run() -> AsyncEventStream:
+        async with astream_chat(server.base_url, {"model": "ids"}, keep="none") as s:
+            assert len(await s.read_all()) == 5
+        return s
+
+    s = asyncio.run(run())
+    assert s.events_received == 5 and s.end_reason is Ending.COMPLETE
+    with pytest.raises(RuntimeError, match="not kept"):
+        _ = s.raw
+
+
+def _serve_whole_request_then(response: bytes) -> tuple[int, threading.Thread, socket.socket]:
+    """A one-shot loopback server that reads the whole request (head and body) before answering, then
+    half-closes and waits for the client to hang up: a large answer is never cut short by a reset."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(65536)
+            head, _, body = request.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:")))
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(response)
+            conn.shutdown(socket.SHUT_WR)
+            while conn.recv(65536):
+                pass
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return listener.getsockname()[1], thread, listener
+
+
+def _client_peak(n_events: int, keep: str) -> tuple[int, int]:
+    """Peak traced memory of the client reading `n_events` events from a raw loopback server, and the count.
+
+    The answer is built before tracing starts (it stands for the network); the loop drops every event."""
+    body = CHAT[2] * n_events  # a realistic chat chunk of about 200 bytes
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    port, thread, listener = _serve_whole_request_then(head.encode() + body)
+    tracemalloc.start()
+    try:
+        with EventStream(f"http://127.0.0.1:{port}/v1/chat/completions", {"model": "m"}, keep=keep) as stream:
+            for _ in stream:
+                pass
+        return tracemalloc.get_traced_memory()[1], stream.events_received
+    finally:
+        tracemalloc.stop()
+        thread.join(5)
+        listener.close()
+
+
+def test_keep_none_reads_a_long_stream_in_constant_memory():
+    """Measured, not timed: 10x the events, the same peak; keeping everything is the control that grows.
+    (2k and 20k events: tracemalloc costs ~15 us an allocation on this machine; the benchmark does 200k.)"""
+    _client_peak(100, "none")  # warm up: the first request pays one-off costs (imports, TLS-free client setup)
+    (short, n1), (long, n2) = _client_peak(2_000, "none"), _client_peak(20_000, "none")
+    assert (n1, n2) == (2_000, 20_000)
+    assert abs(long - short) < 256 * 1024, (short, long)
+    kept, _ = _client_peak(20_000, "all")
+    assert kept - long > 20_000 * len(CHAT[2]), (kept, long)  # at least the raw bytes
 
 
 # -- timeouts --------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import httpx
 import pytest
 
 from streamlab.core.accumulate import Outcome, ResponsesAccumulator
+from streamlab.core.endings import Ending
+from streamlab.core.errors import EventTooLarge
 from streamlab.core.shapes import (
     chat_text_stream,
     responses_frames,
@@ -253,6 +255,46 @@ def test_a_server_that_replays_is_caught(server: StandIn) -> None:
             for t in stream:
                 got.append(json.loads(t.data)["sequence_number"])
     assert got == [0, 1, 2] and info.value.kind == "replayed"
+
+
+def test_a_connection_ended_by_a_sequence_error_records_the_ending_not_a_class_name(server: StandIn) -> None:
+    clean = responses_text_stream(["one ", "two"], response_id=RID)
+    server.set_scripts({"bg": [Episode([Send(b"".join(clean[:2] + clean[3:]))])]})  # event 2 never sent
+    server.reset()
+    with pytest.raises(SequenceError):
+        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
+            for _ in stream:
+                pass
+    (conn,) = stream.connections
+    assert conn.end_reason is Ending.CANCELLED and conn.error.startswith("SequenceError: ")  # we hung up
+
+
+def test_an_event_too_large_ends_a_resumable_stream_without_reconnecting(server: StandIn) -> None:
+    clean = responses_text_stream(["one ", "two"], response_id=RID)
+    huge = b"data: " + b"x" * 5000 + b"\n\n"
+    server.set_scripts({"bg": [Episode([Send(b"".join(clean[:3]) + huge)])]},
+                       stored={RID: StoredResponse.from_frames(clean)})
+    server.reset()
+    got = []
+    with pytest.raises(EventTooLarge) as info:
+        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}, max_line_bytes=1000) as s:
+            for t in s:
+                got.append(json.loads(t.data)["sequence_number"])
+    assert got == [0, 1, 2] and info.value.limit_error.limit == "max_line_bytes"
+    (conn,) = s.connections
+    assert conn.end_reason is Ending.LIMIT_EXCEEDED and len(server.records()) == 1
+
+
+def test_last_event_id_stream_records_endings_and_applies_limits(server: StandIn) -> None:
+    frames = [b"id: 1\ndata: a\n\n", b"data: " + b"y" * 3000 + b"\n\n"]
+    server.set_scripts({"ids": Episode([Send(f) for f in frames])})
+    server.reset()
+    with pytest.raises(EventTooLarge):
+        with LastEventIdStream(server.url("chat/completions"), {"model": "ids", "stream": True},
+                               max_event_bytes=1000) as stream:
+            for _ in stream:
+                pass
+    assert [c.end_reason for c in stream.connections] == [Ending.LIMIT_EXCEEDED] and stream.last_event_id == "1"
 
 
 def test_a_server_that_skips_is_caught(server: StandIn) -> None:

@@ -10,7 +10,11 @@ import random
 import httpx
 import pytest
 
+from streamlab.core.endings import Ending
+from streamlab.core.errors import EventTooLarge, SSELimitError
+from streamlab.core.policy import NOT_RETRIED, RETRYABLE_ENDINGS
 from streamlab.core.shapes import chat_text_stream
+from streamlab.core.sse import SSEParser
 from streamlab.net.client import ConnectionBroken, astream_chat, stream_chat
 from streamlab.net.retrying import (
     AsyncRetryingStream,
@@ -280,6 +284,49 @@ def test_a_clean_end_inside_the_first_event_is_retried(server: StandIn) -> None:
         events = list(rs)
     assert _text(events) == "Hello wörld" and len(rs.attempts) == 2
     assert "IncompleteEvent" in rs.attempts[0].result.describe()
+
+
+HUGE = b"data: " + b"x" * 5000 + b"\n\n"  # one line past a 1000-byte parser limit
+
+
+@pytest.mark.parametrize("before", [[], HELLO[:2]], ids=["before the first event", "after two events"])
+def test_an_event_too_large_is_recorded_and_never_retried(server: StandIn, before: list[bytes]) -> None:
+    """The same server would send the same bytes again, so a retry cannot help, before the first event too."""
+    server.set_scripts({"m": [Episode([Send(f) for f in before] + [Send(HUGE)]), Episode([Send(f) for f in HELLO])]})
+    server.reset()
+    fake = VirtualClock()
+    rs = RetryingStream(lambda: stream_chat(server.base_url, {"model": "m"}, parser=SSEParser(max_line_bytes=1000)),
+                        RetryPolicy(max_attempts=5), sleep=fake.sleep, clock=fake.now)
+    got = []
+    with pytest.raises(EventTooLarge) as info:
+        for t in rs:
+            got.append(t)
+    assert len(got) == len(before) and fake.sleeps == [] and server.requests_for("m") == 1
+    (attempt,) = rs.attempts
+    assert attempt.result.ending is Ending.LIMIT_EXCEEDED and attempt.result.events_delivered == len(before)
+    assert not attempt.decision.retry and "same bytes" in attempt.decision.reason
+    assert isinstance(info.value.__cause__, SSELimitError) and rs.stream.end_reason is Ending.LIMIT_EXCEEDED
+
+
+def test_the_policy_decides_from_the_ending() -> None:
+    policy = RetryPolicy(seed=0)
+    for ending in RETRYABLE_ENDINGS:
+        assert policy.decide(1, AttemptResult(error="x", ending=ending)).retry, ending
+        assert not policy.decide(1, AttemptResult(error="x", ending=ending, events_delivered=1)).retry, ending
+    for ending, reason in NOT_RETRIED.items():
+        d = policy.decide(1, AttemptResult(error="x", ending=ending))
+        assert not d.retry and d.reason == reason
+    assert AttemptResult(ending="broken").ending is Ending.BROKEN  # a plain string is read as its Ending
+
+
+def test_a_cancelled_attempt_is_recorded_as_cancelled(server: StandIn) -> None:
+    server.set_scripts({"m": [Episode([Send(f) for f in HELLO] * 50)]})
+    server.reset()
+    with RetryingStream(lambda: stream_chat(server.base_url, {"model": "m"})) as rs:
+        for _ in rs:
+            rs.close()
+    (attempt,) = rs.attempts
+    assert attempt.result.ending is Ending.CANCELLED and not attempt.result.ok and not attempt.decision.retry
 
 
 def test_never_retried_after_the_first_event(server: StandIn) -> None:

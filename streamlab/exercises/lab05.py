@@ -1,4 +1,4 @@
-"""Checks for lab 05 (cancel, retry, truncation and resume).
+"""Exercises of lab 05 (cancel, retry, truncation and resume): the checkers behind its check cells.
 
 * 05.1 `retry_or_not`: "Retry or not?". For each of five situations, the right move:
   "retry" (an automatic retry is safe), "restart" (discard the partial output, then start again on
@@ -7,7 +7,7 @@
 * 05.2 `should_retry(status, events_delivered)`: the retry rule as a function.
 * 05.3 `resume_cursor(payloads)`: the `starting_after` value after the events handled so far.
 
-The checkers compare with `streamlab.net.retrying.RetryPolicy` and `streamlab.net.resuming.SequenceCursor`, the same
+The checkers compare with `streamlab.core.policy.RetryPolicy` and `streamlab.core.cursor.SequenceCursor`, the same
 code the lab runs against the stand-in.
 """
 
@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..net.resuming import SequenceCursor, SequenceError
-from ..net.retrying import AttemptResult, RetryPolicy
+from ..core.cursor import SequenceCursor
+from ..core.errors import SequenceError
+from ..core.policy import AttemptResult, RetryPolicy
 from . import NotAttempted, exercise
 
 ACTIONS = ("retry", "restart", "resume", "report")
@@ -146,25 +147,3 @@ def check_resume_cursor(answer: Any) -> None:
             gave = "raised ValueError" if got is ValueError else f"returned {got!r}"
             raise AssertionError(f"{label}: resume_cursor should {shown}, but it {gave}")
 
-
-# The solutions shown in the notebook (kept here too so the library can use and test them).
-
-def solution_should_retry(status: int | None, events_delivered: int) -> bool:
-    """Retry only before any event reached the caller, and only for a connection error, 408, 409, 429, 5xx."""
-    if events_delivered:
-        return False
-    return status is None or status in (408, 409, 429) or 500 <= status <= 599
-
-
-def solution_resume_cursor(payloads: list[dict[str, Any]]) -> int | None:
-    """The last handled sequence_number; keep-alives do not count; a replay or a skip raises ValueError."""
-    cursor: int | None = None
-    for p in payloads:
-        seq = p.get("sequence_number")
-        if p.get("type") == "keepalive" or not isinstance(seq, int):
-            continue
-        expected = 0 if cursor is None else cursor + 1
-        if seq != expected:
-            raise ValueError(f"sequence_number {seq} where {expected} was expected")
-        cursor = seq
-    return cursor

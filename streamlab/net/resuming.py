@@ -1,113 +1,72 @@
-"""Resuming a stream after the connection drops, without replaying or skipping a single event.
+"""Resuming streams: reconnect after a dropped connection without replaying or skipping an event (I/O layer).
 
 Two mechanisms, both reconnect transparently (the caller just iterates events):
 
-* Responses background mode (the documented OpenAI route). Every Responses event carries a
-  `sequence_number` counting up from 0. `SequenceCursor` keeps the number of the last event that was
-  handled; when the connection drops, `ResumableResponseStream` asks for the rest with
-  `GET /v1/responses/{id}?stream=true&starting_after=<cursor>`. Keep-alive events (JSON `type`
-  "keepalive", or anything without a `sequence_number`) never move the cursor. A number that goes
-  backwards (a replay) or jumps forward (a skip) is an error, because either one silently corrupts the
-  text the user sees.
+* Responses background mode (the documented OpenAI route). `ResumableResponseStream` keeps a
+  `SequenceCursor` (`streamlab.core.cursor`: the number of the last event handled) and, when the
+  connection drops, asks for the rest with `GET /v1/responses/{id}?stream=true&starting_after=<cursor>`.
+  Keep-alive events never move the cursor; a replayed or skipped `sequence_number` raises `SequenceError`.
 * The standard SSE mechanism (WHATWG HTML 9.2): a stream whose events carry `id:` fields lets the client
   reconnect with a `Last-Event-ID` header holding the parser's last event ID, after waiting the
   reconnection time the stream set with `retry:`. `LastEventIdStream` does that. (OpenAI documents
   `starting_after`, not `Last-Event-ID`, for its own streams; the stand-in honours both.)
 
-Timeouts: the client (`streamlab.client`) already enforces all three kinds: `read_timeout` (the gap
+Which drops are reconnected: exactly the client's `RETRYABLE_TRANSPORT_ERRORS` (refused, broken, a read
+stall, a clean end inside an event), plus a clean end without a terminal event. Every connection is
+recorded as a `Connection` whose `end_reason` is the client's `Ending` (never a class name), so a log of
+connections reads in the same words as the client, retry and the stand-in.
+
+Timeouts: the client (`streamlab.net.client`) already enforces all three kinds: `read_timeout` (the gap
 between bytes), `deadline` (the whole request) and `idle_timeout` (bytes keep arriving, keep-alive
 comments say, but no content event does). `is_content_event` is the content test to give it for
 Responses streams, whose keep-alive events must not count as content.
 
-`SequenceCursor` is pure (sans-IO); the stream classes drive `streamlab.client`.
+The cursor names are re-exported from here so `from streamlab.net.resuming import SequenceCursor` keeps
+working; they are defined in `streamlab.core.cursor`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from ..core.errors import ResumeError, SequenceError
-from ..core.sse import SSEEvent, SSEParser
+import httpx
+
+from ..core.cursor import (
+    RESPONSES_TERMINAL_TYPES,
+    SequenceCursor,
+    is_content_event,
+    is_keepalive,
+    is_terminal_event,
+)
+from ..core.endings import Ending
+from ..core.errors import BadStatus, ResumeError, SequenceError
+from ..core.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEEvent, SSEParser
+from .client import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_READ_TIMEOUT,
+    RETRYABLE_TRANSPORT_ERRORS,
+    EventStream,
+    TimedEvent,
+    resume_response,
+    stream_responses,
+)
 
 __all__ = [
-    "SequenceError",
-    "SequenceCursor",
-    "is_keepalive",
-    "is_content_event",
-    "RESPONSES_TERMINAL_TYPES",
-    "ResumeError",
     "Connection",
     "ResumableResponseStream",
     "LastEventIdStream",
+    # re-exported from streamlab.core.cursor / streamlab.core.errors
+    "SequenceCursor",
+    "SequenceError",
+    "ResumeError",
+    "is_keepalive",
+    "is_content_event",
+    "RESPONSES_TERMINAL_TYPES",
 ]
-
-
-def is_keepalive(payload: Mapping[str, Any]) -> bool:
-    """A keep-alive carries no content and must not move a cursor: JSON type "keepalive" or no number."""
-    return payload.get("type") == "keepalive" or not isinstance(payload.get("sequence_number"), int)
-
-
-@dataclass
-class SequenceCursor:
-    """The last handled `sequence_number` of a Responses stream (None: nothing handled yet).
-
-    `admit(payload)` says whether an event is new content to handle (True, and the cursor moves to its
-    number), a keep-alive to skip over (False, the cursor stays), or a replay / skip (`SequenceError`).
-    A fresh cursor expects 0 next: the stream starts with `response.created` at number 0.
-
-    Keep-alives never move the cursor, the number to resume after (`value`). The live API numbers them
-    all the same (`{"type": "keepalive", "sequence_number": 466}`), so the cursor also remembers the
-    highest number it has seen (`seen`): the next event must follow that one. A resumed stream may send
-    such a keep-alive again; one numbered below what is expected is a harmless repeat and is ignored.
-    """
-
-    value: int | None = None
-    seen: int | None = None
-
-    @property
-    def expected(self) -> int:
-        """The sequence number that must come next."""
-        last = max((n for n in (self.value, self.seen) if n is not None), default=None)
-        return 0 if last is None else last + 1
-
-    def admit(self, payload: Mapping[str, Any]) -> bool:
-        """Check one event's JSON payload against the cursor and advance it. See the class docstring."""
-        got = payload.get("sequence_number")
-        if not isinstance(got, int):
-            return False  # nothing to check and nothing to move (an unnumbered keep-alive, say)
-        expected = self.expected
-        keepalive = payload.get("type") == "keepalive"
-        if keepalive and got < expected:
-            return False  # a keep-alive sent again after a reconnect: nothing was lost
-        if got != expected:
-            kind = "replayed" if got < expected else "skipped"
-            raise SequenceError(kind, expected=expected, got=got, event_type=str(payload.get("type", "?")))
-        self.seen = got
-        if keepalive:
-            return False
-        self.value = got
-        return True
-
-    def admit_data(self, data: str) -> tuple[bool, dict[str, Any] | None]:
-        """`admit` for an event's raw `data` text; non-JSON data is treated as a keep-alive (not counted)."""
-        try:
-            payload = json.loads(data)
-        except ValueError:
-            return False, None
-        if not isinstance(payload, dict):
-            return False, None
-        return self.admit(payload), payload
-
-
-# -- the I/O layer: reconnecting streams over streamlab.client -------------------------------------------
-
-RESPONSES_TERMINAL_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
-"""Event types after which a Responses stream is over: no reconnect follows them."""
 
 
 @dataclass
@@ -119,7 +78,7 @@ class Connection:
     resumed_after: str | None  # the cursor or Last-Event-ID sent, None on a fresh start
     events: int = 0  # new events handled on this connection (replays and keep-alives not counted)
     keepalives: int = 0
-    end_reason: str | None = None  # the client's end_reason ("complete", "broken", ...)
+    end_reason: Ending | None = None  # the client's ending (COMPLETE, BROKEN, ...); None while open
     error: str | None = None
 
     def line(self) -> str:
@@ -130,40 +89,31 @@ class Connection:
         return f"connection {self.number}: {self.request}: {self.events} new event(s), ended {ended}"
 
 
-def is_content_event(event: SSEEvent) -> bool:
-    """For the client's `idle_timeout`: an event is content unless it is a Responses keep-alive.
+def _record_drop(conn: Connection, stream: EventStream, exc: Exception, connections: list[Connection]) -> None:
+    """Write down how a connection ended; re-raise unless reconnecting can help (an HTTP error cannot).
 
-    SSE comments (`: ping`) never become events at all, so a stream that only sends those looks idle too.
-    """
-    if event.event == "keepalive":
-        return False
-    if '"keepalive"' not in event.data:  # cheap test first: most events are not keep-alives
-        return True
-    try:
-        payload = json.loads(event.data)
-    except ValueError:
-        return True
-    return not (isinstance(payload, dict) and payload.get("type") == "keepalive")
-
-
-def _reconnectable(exc: BaseException) -> bool:
-    from .client import ConnectFailed, ConnectionBroken, IncompleteEvent, ReadStalled
-
-    return isinstance(exc, (ConnectFailed, ConnectionBroken, IncompleteEvent, ReadStalled))
-
-
-def _record_drop(conn: Connection, exc: Exception, connections: list[Connection]) -> None:
-    """Write down why a connection ended; re-raise unless reconnecting can help (an HTTP error cannot)."""
-    from .client import BadStatus
-
+    The ending is always the client's (`stream.end_reason`): a `SequenceError` raised while reading, say,
+    closed the stream, so that connection ended CANCELLED, with the error written next to it."""
+    conn.end_reason = stream.end_reason
     if isinstance(exc, BadStatus):
-        conn.end_reason, conn.error = exc.end_reason, str(exc)
+        conn.error = str(exc)
         what = "the request" if len(connections) <= 1 else "reconnecting"
         raise ResumeError(f"{what} failed with HTTP {exc.status}", connections) from exc
-    conn.end_reason = getattr(exc, "end_reason", type(exc).__name__)
-    conn.error = str(exc).split(":")[0]
-    if not _reconnectable(exc):
-        raise exc
+    if isinstance(exc, RETRYABLE_TRANSPORT_ERRORS):
+        conn.error = str(exc).split(":")[0]
+        return
+    conn.error = f"{type(exc).__name__}: {exc}"
+    raise exc
+
+
+def _client_options(
+    client: httpx.Client | None, headers: Mapping[str, str] | None, read_timeout: float | None,
+    connect_timeout: float | None, deadline: float | None, idle_timeout: float | None,
+    is_content: Callable[[SSEEvent], bool] | None, keep: Literal["all", "none"],
+) -> dict[str, Any]:
+    """The per-connection keywords of `EventStream`, gathered once so every reconnect uses the same ones."""
+    return {"client": client, "headers": headers, "read_timeout": read_timeout, "connect_timeout": connect_timeout,
+            "deadline": deadline, "idle_timeout": idle_timeout, "is_content": is_content, "keep": keep}
 
 
 class ResumableResponseStream:
@@ -181,9 +131,11 @@ class ResumableResponseStream:
 
     Bounded: more than `max_reconnects` reconnects in a row that deliver no new event raise
     `ResumeError`. `delay` seconds are slept (with the injectable `sleep`) before each reconnect.
-    Other keywords (`read_timeout`, `idle_timeout`, `deadline`, `client`, ...) go to every
-    `streamlab.client.EventStream` it opens. `connections` records each connection; `cursor` is the
-    `SequenceCursor`.
+    `client`, `headers`, `read_timeout`, `connect_timeout`, `deadline`, `idle_timeout`, `is_content` and
+    `keep` apply to every connection and mean what they mean for `streamlab.net.client.EventStream`;
+    `max_line_bytes` and `max_event_bytes` bound each connection's parser (`SSEParser`). An event past
+    them ends the stream with `EventTooLarge`, never reconnected: the server would send it again.
+    `connections` records each connection; `cursor` is the `SequenceCursor`.
     """
 
     def __init__(
@@ -196,7 +148,16 @@ class ResumableResponseStream:
         max_reconnects: int = 5,
         delay: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
-        **client_kwargs: Any,
+        client: httpx.Client | None = None,
+        headers: Mapping[str, str] | None = None,
+        read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        deadline: float | None = None,
+        idle_timeout: float | None = None,
+        is_content: Callable[[SSEEvent], bool] | None = None,
+        keep: Literal["all", "none"] = "all",
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         if body is None and response_id is None:
             raise ValueError("give a request `body` to start a background response, or the `response_id` of one")
@@ -209,33 +170,35 @@ class ResumableResponseStream:
         self.max_reconnects = max_reconnects
         self.delay = delay
         self.sleep = sleep
-        self.client_kwargs = client_kwargs
+        self.client_options = _client_options(client, headers, read_timeout, connect_timeout, deadline,
+                                              idle_timeout, is_content, keep)
+        self.limits = {"max_line_bytes": max_line_bytes, "max_event_bytes": max_event_bytes}
         self.connections: list[Connection] = []
         self.terminal: str | None = None  # the terminal event type once it arrived
-        self.stream: Any = None  # the client stream of the current connection
+        self.stream: EventStream | None = None  # the client stream of the current connection
         self._closed = False
 
     @property
     def reconnects(self) -> int:
         return max(0, len(self.connections) - 1)
 
-    def _open(self) -> Any:
-        from .client import resume_response, stream_responses
-
+    def _open(self) -> EventStream:
         number = len(self.connections) + 1
         if self.response_id is None:
             assert self.body is not None
-            self.stream = stream_responses(self.base_url, self.body, **self.client_kwargs)
+            self.stream = stream_responses(self.base_url, self.body, parser=SSEParser(**self.limits),
+                                           **self.client_options)
             self.connections.append(Connection(number, "POST /v1/responses", None))
         else:
             after = self.cursor.value
-            self.stream = resume_response(self.base_url, self.response_id, after, **self.client_kwargs)
+            self.stream = resume_response(self.base_url, self.response_id, after, parser=SSEParser(**self.limits),
+                                          **self.client_options)
             query = "stream=true" + ("" if after is None else f"&starting_after={after}")
             sent = None if after is None else str(after)
             self.connections.append(Connection(number, f"GET /v1/responses/{self.response_id}?{query}", sent))
         return self.stream
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[TimedEvent]:
         idle = 0  # reconnects in a row that brought nothing new
         while not self._closed:
             stream = self._open()
@@ -260,8 +223,8 @@ class ResumableResponseStream:
                         yield timed
                 conn.end_reason = stream.end_reason
             except Exception as exc:
-                _record_drop(conn, exc, self.connections)
-            if self.terminal is not None or self._closed or stream.end_reason == "cancelled":
+                _record_drop(conn, stream, exc, self.connections)
+            if self.terminal is not None or self._closed or stream.end_reason == Ending.CANCELLED:
                 return
             if self.response_id is None:
                 raise ResumeError("the connection dropped before response.created gave a response id: there is "
@@ -287,19 +250,6 @@ class ResumableResponseStream:
         self.close()
 
 
-def _default_is_terminal(event: SSEEvent) -> bool:
-    """A Chat `[DONE]`, or a Responses terminal event."""
-    if event.data == "[DONE]":
-        return True
-    if event.event in RESPONSES_TERMINAL_TYPES:
-        return True
-    try:
-        payload = json.loads(event.data)
-    except ValueError:
-        return False
-    return isinstance(payload, dict) and payload.get("type") in RESPONSES_TERMINAL_TYPES
-
-
 class LastEventIdStream:
     """The standard SSE reconnection: resend the request with `Last-Event-ID` after a drop.
 
@@ -312,7 +262,9 @@ class LastEventIdStream:
     after more than `max_reconnects` reconnects in a row without a new event.
 
     Exactly once depends on the server and on ids: only events that carry (or inherit) an ID can be
-    resumed after. Keywords other than those below go to each `streamlab.client.EventStream`.
+    resumed after. `client`, `headers`, `read_timeout`, `connect_timeout`, `deadline`, `idle_timeout`,
+    `is_content` and `keep` apply to every connection, as for `streamlab.net.client.EventStream`;
+    `max_line_bytes` and `max_event_bytes` bound each connection's parser.
     """
 
     def __init__(
@@ -326,8 +278,17 @@ class LastEventIdStream:
         default_retry_ms: int = 0,
         max_retry_ms: int = 5_000,
         sleep: Callable[[float], None] = time.sleep,
-        is_terminal: Callable[[SSEEvent], bool] = _default_is_terminal,
-        **client_kwargs: Any,
+        is_terminal: Callable[[SSEEvent], bool] = is_terminal_event,
+        client: httpx.Client | None = None,
+        headers: Mapping[str, str] | None = None,
+        read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        deadline: float | None = None,
+        idle_timeout: float | None = None,
+        is_content: Callable[[SSEEvent], bool] | None = None,
+        keep: Literal["all", "none"] = "all",
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         if max_reconnects < 0 or default_retry_ms < 0 or max_retry_ms < 0:
             raise ValueError("max_reconnects, default_retry_ms and max_retry_ms must not be negative")
@@ -341,25 +302,25 @@ class LastEventIdStream:
         self.max_retry_ms = max_retry_ms
         self.sleep = sleep
         self.is_terminal = is_terminal
-        self.client_kwargs = client_kwargs
+        self.limits = {"max_line_bytes": max_line_bytes, "max_event_bytes": max_event_bytes}
+        self.client_options = _client_options(client, headers, read_timeout, connect_timeout, deadline,
+                                              idle_timeout, is_content, keep)
         self.connections: list[Connection] = []
         self.waits: list[float] = []  # seconds slept before each reconnect
         self.finished = False
-        self.stream: Any = None
+        self.stream: EventStream | None = None
         self._closed = False
 
     def _parser(self) -> SSEParser:
         """A parser that starts from the stream's state so far (the ID persists across connections)."""
-        return SSEParser(last_event_id=self.last_event_id)
+        return SSEParser(last_event_id=self.last_event_id, **self.limits)
 
-    def __iter__(self) -> Iterator[Any]:
-        from .client import EventStream
-
+    def __iter__(self) -> Iterator[TimedEvent]:
         idle = 0
         while not self._closed:
             sent = self.last_event_id or None
             self.stream = stream = EventStream(self.url, self.body, method=self.method, last_event_id=sent,
-                                               parser=self._parser(), **self.client_kwargs)
+                                               parser=self._parser(), **self.client_options)
             path = urlsplit(self.url).path
             conn = Connection(len(self.connections) + 1, f"{self.method} {path}"
                               + (f" Last-Event-ID: {sent}" if sent else ""), sent)
@@ -376,12 +337,12 @@ class LastEventIdStream:
                         yield timed
                 conn.end_reason = stream.end_reason
             except Exception as exc:
-                _record_drop(conn, exc, self.connections)
+                _record_drop(conn, stream, exc, self.connections)
             finally:
                 self.last_event_id = stream.last_event_id
                 if stream.retry_ms is not None:
                     self.retry_ms = stream.retry_ms
-            if self.finished or self._closed or stream.end_reason == "cancelled":
+            if self.finished or self._closed or stream.end_reason == Ending.CANCELLED:
                 return
             idle = 0 if conn.events else idle + 1
             if idle > self.max_reconnects:
