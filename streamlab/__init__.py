@@ -65,9 +65,9 @@ _EXPORTS: dict[str, str] = {
     "ResponsesAccumulator": "streamlab.core.accumulate",
     "replay": "streamlab.core.accumulate",
     # I/O: the client
-    "TimedEvent": "streamlab.net.client",
-    "EventStream": "streamlab.net.client",
-    "AsyncEventStream": "streamlab.net.client",
+    "TimedEvent": "streamlab.core.reading",
+    "EventStream": "streamlab.net.eventstream",
+    "AsyncEventStream": "streamlab.net.eventstream",
     "stream_chat": "streamlab.net.client",
     "stream_responses": "streamlab.net.client",
     "astream_chat": "streamlab.net.client",
@@ -89,10 +89,10 @@ _EXPORTS: dict[str, str] = {
     "paced": "streamlab.net.standin",
     "StoredResponse": "streamlab.net.standin",
     # I/O: retry and resume
-    "RetryPolicy": "streamlab.net.retrying",
+    "RetryPolicy": "streamlab.core.policy",
     "RetryingStream": "streamlab.net.retrying",
     "AsyncRetryingStream": "streamlab.net.retrying",
-    "SequenceCursor": "streamlab.net.resuming",
+    "SequenceCursor": "streamlab.core.cursor",
     "ResumableResponseStream": "streamlab.net.resuming",
     "LastEventIdStream": "streamlab.net.resuming",
 }
@@ -129,6 +129,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps this block equal to _EXPORTS)
     from .core.accumulate import ChatAccumulator, ResponsesAccumulator, replay
+    from .core.cursor import SequenceCursor
     from .core.endings import Ending, Outcome, outcome_of
     from .core.errors import (
         BadStatus,
@@ -153,20 +154,20 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
     )
     from .core.fixtures import data_dir, load_fixture, load_fixtures
     from .core.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
+    from .core.policy import RetryPolicy
+    from .core.reading import TimedEvent
     from .core.shapes import chat_text_stream, responses_text_stream
     from .core.sse import SSEEvent, SSEParser, parse
     from .net.client import (
-        AsyncEventStream,
-        EventStream,
-        TimedEvent,
         astream_chat,
         astream_responses,
         resume_response,
         stream_chat,
         stream_responses,
     )
-    from .net.resuming import LastEventIdStream, ResumableResponseStream, SequenceCursor
-    from .net.retrying import AsyncRetryingStream, RetryingStream, RetryPolicy
+    from .net.eventstream import AsyncEventStream, EventStream
+    from .net.resuming import LastEventIdStream, ResumableResponseStream
+    from .net.retrying import AsyncRetryingStream, RetryingStream
     from .net.standin import (
         Cut,
         End,
