@@ -93,7 +93,7 @@ def test_question_ids_are_unique_across_all_quizzes() -> None:
 @pytest.mark.parametrize("lab", LABS)
 def test_files_keep_the_jupyterquiz_format(lab: str) -> None:
     """jupyterquiz reads question/type/answers (answer or code, correct, feedback; numeric value/range/default)
-    and puts text into innerHTML under MathJax, so no text may open an HTML tag or a $ formula."""
+    and puts text into innerHTML under MathJax, so no text may open an HTML tag, a $ formula or a link."""
     for item in _raw(lab):
         assert item["type"] in ("multiple_choice", "numeric")
         for answer in item["answers"]:
@@ -105,8 +105,8 @@ def test_files_keep_the_jupyterquiz_format(lab: str) -> None:
                     assert answer["range"][0] < answer["range"][1]
         texts = [item["question"], item.get("code", ""), item["explain"]]
         texts += [a.get("answer", "") + a.get("code", "") + a["feedback"] for a in item["answers"]]
-        for text in texts:
-            assert "<" not in text and "$" not in text, f"{item['id']}: {text[:60]!r}"
+        for text in texts:  # and jaxify() turns `[text](url)` into a link
+            assert "<" not in text and "$" not in text and "](" not in text, f"{item['id']}: {text[:60]!r}"
 
 
 # --- numbers and bytes -----------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def test_clicking_an_answer_shows_the_verdict_and_the_explanation() -> None:
     assert "Answered right so far: 0 of 7" in view.score.value
 
     view.buttons[0][right].click()
-    assert view.feedback[0].value.startswith("<b>Right.</b>")
+    assert view.feedback[0].value.startswith("<b>Right.</b> TCP cuts")  # "Right:" of the feedback said once
     assert "multi-byte" in view.feedback[0].value  # the explanation is shown once the answer is right
     assert "Lab 01, section" in view.feedback[0].value
     assert view.buttons[0][right].button_style == "success"

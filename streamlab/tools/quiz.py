@@ -471,7 +471,10 @@ def _html(text: str) -> str:
 
 def _feedback_html(question: Question, verdict: Verdict) -> str:
     if verdict.correct:
-        return (f"<b>Right.</b> {_html(verdict.feedback)}<br>{_html(question.explain)}"
+        # feedback written for jupyterquiz, which shows it alone, often starts "Right: "; say it once
+        said = re.sub(r"^Right[.:,!]?\s+", "", verdict.feedback)
+        said = said[:1].upper() + said[1:]
+        return (f"<b>Right.</b> {_html(said)}<br>{_html(question.explain)}"
                 f"<br><i>Taught in {_html(question.section.cite())}.</i>")
     return (f"<b>Not quite.</b> {_html(verdict.feedback)}<br><i>Try again, or read "
             f"{_html(question.section.cite())}.</i>")
