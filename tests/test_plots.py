@@ -111,3 +111,19 @@ def test_explorer_widget_redraws_on_slider_change(capsys: pytest.CaptureFixture[
     s_ttft.value = 2.0
     assert "TTFT 2.00 s" in text.value
     assert type(out).__name__ == "Output"  # (outside a kernel an Output widget captures nothing to inspect)
+
+
+def test_plot_attempts_makes_its_own_figure_outside_pyplot() -> None:
+    """Like every figure here, the retry timeline is a plain Figure: nothing leaks into pyplot's figure list."""
+    import matplotlib.pyplot as plt
+
+    from streamlab.core.policy import AttemptResult, Decision
+    from streamlab.net.retrying import Attempt
+    from streamlab.tools.plots import plot_attempts
+
+    before = plt.get_fignums()
+    attempts = [Attempt(1, 0.0, 0.1, AttemptResult(status=503), Decision(True, 0.5, "x", "backoff")),
+                Attempt(2, 0.6, 0.9, AttemptResult(ok=True, events_delivered=3), Decision(False, 0.0, "ok"))]
+    fig = plot_attempts(attempts, title="t")
+    assert isinstance(fig, Figure) and plt.get_fignums() == before
+    assert fig.axes[0].get_title() == "t" and len(fig.axes[0].patches) == 3  # two attempts, one wait

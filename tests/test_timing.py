@@ -328,3 +328,15 @@ def test_the_committed_recording_tells_the_lab_story() -> None:
     assert len(streaming.points) == len(sched.pieces)
     assert buffered.ttft >= sched.total and plain.ttft >= sched.total
     assert all(tm.total >= sched.total for tm in run.timings.values())
+
+
+def test_the_recorded_run_is_found_through_the_data_set_and_its_text_round_trips() -> None:
+    """core.metrics reads the data set's recordings (no clock, no socket) and writes the same text back."""
+    from streamlab.core.fixtures import data_dir
+    from streamlab.core.metrics import load_timings, recorded_run, timings_json
+
+    run = recorded_run()
+    path = data_dir() / "timings" / "three-clients.json"
+    assert run == load_timings(path)
+    text = timings_json(run.timings.values(), schedule=run.schedule, note=run.note)
+    assert text == path.read_text(encoding="utf-8")  # the committed file is exactly what the writer writes
