@@ -46,6 +46,7 @@ __all__ = [
     "ConnectionEnd",
     "ORDER",
     "Fired",
+    "ConnectionRecord",
     "FaultSpec",
     "Piece",
     "Batch",
@@ -126,6 +127,48 @@ class Fired:
 
     def __str__(self) -> str:
         return f"{self.action} {self.way} after {self.at} bytes"
+
+
+@dataclass(frozen=True)
+class ConnectionRecord:
+    """What happened to one connection through the chaos proxy (a snapshot: `ChaosProxy.records()` makes them).
+
+    `bytes_up` / `bytes_down` count bytes handed to the server's / the client's socket (counted just before
+    each write, so a record never lags behind what a peer has read), `dropped_*` bytes the faults
+    held back for good; `writes_*` are the sizes of the first writes made, `slices_*` the first slice sizes
+    the seeded plan drew; `fired` lists the faults that fired; `client_closed` / `server_closed` say that the
+    proxy saw that peer end its sending side (whether or not the end was passed on); `end` says how the
+    connection ended (OPEN while it runs); `closed` turns True once both sockets are closed; `duration` is
+    seconds from accept to close.
+    """
+
+    number: int
+    client: tuple[str, int]
+    bytes_up: int = 0
+    bytes_down: int = 0
+    dropped_up: int = 0
+    dropped_down: int = 0
+    writes_up: tuple[int, ...] = ()
+    writes_down: tuple[int, ...] = ()
+    slices_up: tuple[int, ...] = ()
+    slices_down: tuple[int, ...] = ()
+    fired: tuple[Fired, ...] = ()
+    client_closed: bool = False
+    server_closed: bool = False
+    end: ConnectionEnd = ConnectionEnd.OPEN
+    closed: bool = False
+    duration: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the proxy has decided how the connection ends."""
+        return self.end is not ConnectionEnd.OPEN
+
+    def line(self) -> str:
+        """One line for a log: number, client, bytes each way, faults fired, ending."""
+        fired = ", ".join(str(f) for f in self.fired) or "no fault fired"
+        return (f"#{self.number} {self.client[0]}:{self.client[1]}  up {self.bytes_up} B  down {self.bytes_down} B"
+                f"  {fired}  -> {self.end}")
 
 
 # --- the options --------------------------------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""The `streamlab chaos` subcommand: run the chaos TCP proxy in front of a server until Ctrl-C (tools layer)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["register"]
+
+DESCRIPTION = """\
+A TCP proxy between any client and any server that delays, slices, cuts, resets or stalls the bytes
+passing through it, so that you can watch what a client (or your relay) does when the network misbehaves.
+Point the client at the address printed on the first line instead of the server's.
+
+Faults apply to one direction ("down" = server -> client, where the SSE stream travels; "up" = client ->
+server; "both" = each direction on its own), per connection: each connection has its own byte counters and
+its own random choices, seeded from --seed and the connection's number, so the same seed and the same
+bytes give the same slices. They act in this order on every chunk: the limit (--cut-after, --reset-after or
+--stall-after: at most one), then --slice, then --bandwidth, then --latency.
+
+example: streamlab chaos --upstream 127.0.0.1:8000 --slice 1:8 --cut-after 2000 --seed 1
+"""
+
+
+def _option(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """Wrap a `streamlab.core.faults` parser for argparse, which then names the option in its error."""
+    from ..core.errors import FaultSpecError
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except FaultSpecError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc.problem}") from None
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _cmd_chaos(args: argparse.Namespace) -> int:
+    """Run the proxy until Ctrl-C, printing one line per finished connection."""
+    from ..core.errors import FaultSpecError
+    from ..net.chaos import ChaosProxy
+
+    latency, jitter = args.latency or (0.0, 0.0)
+    sizes, delay = args.slice or (None, 0.0)
+    try:
+        proxy = ChaosProxy(upstream=args.upstream, host=args.host, port=args.port, seed=args.seed,
+                           direction=args.direction, latency_ms=latency, jitter_ms=jitter, bandwidth=args.bandwidth,
+                           slice_sizes=sizes, slice_delay_ms=delay, cut_after=args.cut_after,
+                           reset_after=args.reset_after, stall_after=args.stall_after)
+    except FaultSpecError as exc:
+        args.parser.error(str(exc))
+    try:
+        proxy.start()
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    host, port = proxy.address
+    print(f"streamlab chaos: {host}:{port} -> {args.upstream[0]}:{args.upstream[1]} ({proxy.faults.describe()})")
+    if not args.quiet:
+        print("Ctrl-C stops it. One line per finished connection follows.")
+    sys.stdout.flush()
+    shown = 0
+
+    def report() -> None:  # the connections finished since the last call, in accept order
+        nonlocal shown
+        records = proxy.records()
+        while shown < len(records) and records[shown].closed:
+            if not args.quiet:
+                print(f"  {records[shown].line()}", flush=True)
+            shown += 1
+
+    try:
+        while True:
+            proxy.wait_until(lambda records: shown < len(records) and records[shown].closed, timeout=0.5)
+            report()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proxy.stop()
+    report()
+    count = len(proxy.records())
+    print(f"stopped after {count} connection{'s' if count != 1 else ''}", flush=True)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the `chaos` subcommand to the `streamlab` parser's subparsers."""
+    from ..core.faults import parse_bandwidth, parse_byte_count, parse_hostport, parse_latency, parse_slice
+
+    def count(option: str) -> Callable[[str], int]:
+        return _option(lambda text: parse_byte_count(text, option=option))
+
+    p = sub.add_parser("chaos", help="a TCP proxy that delays, slices, cuts, resets or stalls what passes through",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--upstream", required=True, type=_option(parse_hostport), metavar="HOST:PORT",
+                   help="the server to forward to, e.g. 127.0.0.1:8000 (a stand-in, a relay, any TCP server)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free one, printed)")
+    p.add_argument("--seed", type=int, default=0, help="seed for every random choice (default 0)")
+    p.add_argument("--direction", choices=("down", "up", "both"), default="down",
+                   help="which bytes the faults touch: down = server -> client (default), up = client -> server, "
+                        "both = each direction on its own")
+    p.add_argument("--latency", type=_option(parse_latency), metavar="MS[:JITTER]",
+                   help="delay each write by MS milliseconds, plus or minus up to JITTER (e.g. 100:20)")
+    p.add_argument("--bandwidth", type=_option(parse_bandwidth), metavar="BYTES_PER_S",
+                   help="at most this many bytes per second, in writes of a tenth of a second's worth")
+    p.add_argument("--slice", type=_option(parse_slice), metavar="MIN:MAX[:DELAY_MS]",
+                   help="cut the bytes into writes of MIN to MAX bytes (1:8 cuts inside UTF-8 characters), "
+                        "optionally DELAY_MS apart")
+    p.add_argument("--cut-after", type=count("--cut-after"), metavar="BYTES",
+                   help="after BYTES bytes, close the connection cleanly (FIN to both peers)")
+    p.add_argument("--reset-after", type=count("--reset-after"), metavar="BYTES",
+                   help="after BYTES bytes, reset the connection (RST to both peers)")
+    p.add_argument("--stall-after", type=count("--stall-after"), metavar="BYTES",
+                   help="after BYTES bytes, pass nothing more, not even the end, and keep the connection open "
+                        "until a peer gives up or the proxy stops")
+    p.add_argument("--quiet", action="store_true", help="do not print a line per finished connection")
+    p.set_defaults(func=_cmd_chaos, parser=p)
