@@ -2,7 +2,10 @@
 """streamlab's task runner: standard library only, so it works on a machine that has nothing but Python.
 
     python3 dev.py lab        set up .venv if needed, then open the labs in JupyterLab
-    python3 dev.py test       set up .venv if needed, then ruff + unit tests + strict nbval + output check
+    python3 dev.py test       set up .venv if needed, then ruff + output check + `pytest --nbval` (unit tests
+                              and every lab, strict)
+    python3 dev.py stress     run the socket-using tests (-m net) N times beside CPU hogs; report failures
+                              (--runs N, default 20; --hogs K, default one per core; -- PYTEST_ARGS)
     python3 dev.py execute    re-run every notebook in place in a fresh kernel (the canonical outputs)
     python3 dev.py check      re-run every notebook in memory; fail if committed outputs differ
     python3 dev.py bench      run the benchmarks (not part of the tests)
@@ -80,17 +83,20 @@ def notebooks(names: list[str]) -> list[Path]:
 
 def test(extra: list[str]) -> None:
     setup()
-    run(PY, "-m", "ruff", "check", "streamlab", "tests", "benchmarks", "tools", "dev.py")
+    run(PY, "-m", "ruff", "check", "streamlab", "tests", "benchmarks", "tools", "dev.py", "conftest.py")
     books = [str(p.relative_to(ROOT)) for p in notebooks([])]
     # Committed outputs must be what the canonical command produces (fresh kernel, no diff)...
     run(PY, str(ROOT / "tools" / "notebooks.py"), "check", *books)
-    # ...then the unit tests and strict nbval (outputs compared, never --nbval-lax), last so that
-    # pytest's summary closes the log.
-    run(
-        PY, "-m", "pytest", "tests", *books,
-        "--nbval", "--nbval-sanitize-with", "notebooks/sanitize.cfg", "--nbval-cell-timeout", "120",
-        "-W", "error::ResourceWarning", *extra,
-    )
+    # ...then exactly what CI and a contributor run by hand: plain `pytest --nbval` (strict, outputs compared,
+    # never --nbval-lax), last so that pytest's summary closes the log. Its settings live in the project, not
+    # here: pyproject.toml names tests/ and notebooks/ and makes ResourceWarning an error; conftest.py applies
+    # notebooks/sanitize.cfg and a 120 s cell timeout.
+    run(PY, "-m", "pytest", "--nbval", *extra)
+
+
+def stress(extra: list[str]) -> None:
+    setup()
+    run(PY, str(ROOT / "tools" / "stress.py"), *extra)
 
 
 def main() -> None:
@@ -101,6 +107,8 @@ def main() -> None:
         lab(extra)
     elif cmd == "test":
         test(extra)
+    elif cmd == "stress":
+        stress(extra)
     elif cmd in ("execute", "check"):
         setup()
         run(PY, str(ROOT / "tools" / "notebooks.py"), cmd, *[str(p) for p in notebooks(extra)])
