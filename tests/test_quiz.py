@@ -305,3 +305,19 @@ def test_the_widget_has_a_part_for_every_question_and_shows_code() -> None:
                     if hasattr(child, "value") and isinstance(child.value, str))
     assert "data: x\\r: ka\\n\\ndata: y\\n\\n" in html
     assert type(view.widget).__name__ == "VBox"
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def test_the_cli_prints_a_quiz_and_lists_them(capsys: pytest.CaptureFixture[str]) -> None:
+    from streamlab.tools.cli import main
+
+    assert main(["quiz", "3"]) == 0
+    assert capsys.readouterr().out == quiz_text("03") + "\n"
+    assert main(["quiz", "03", "--no-answers"]) == 0
+    assert "Answer:" not in capsys.readouterr().out
+    assert main(["quiz", "--list"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"lab 01: {len(load_quiz('01').questions)} questions"
+    assert main(["quiz", "42"]) == 2
+    assert "no quiz for lab 42" in capsys.readouterr().err
