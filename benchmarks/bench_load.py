@@ -130,9 +130,14 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[k]
 
 
+def standin(n: int) -> StandIn:
+    """The stand-in for n clients: room for every connection at once and a record of every request."""
+    return StandIn(script(n), max_connections=max(256, n + 16), max_records=max(1000, n))
+
+
 def serve_in_child(n: int, conn) -> None:
     """Child process: serve the script, send the port, wait for "stop", send the records back."""
-    with StandIn(script(n)) as server:
+    with standin(n) as server:
         conn.send(server.port)
         conn.recv()
         server.wait_idle()
@@ -146,7 +151,7 @@ def run_round(args: argparse.Namespace) -> tuple[list[Result], list, float]:
         proc.start()
         base_url = f"http://127.0.0.1:{parent.recv()}/v1"
     else:
-        server = StandIn(script(args.clients)).start()
+        server = standin(args.clients).start()
         base_url = server.base_url
     try:
         t0 = time.perf_counter()

@@ -283,3 +283,15 @@ def test_cli_quiet_prints_no_request_lines():
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_a_record_keeps_at_most_its_byte_budget_of_a_large_request():
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_record_bytes=100) as server, httpx.Client() as client:
+        body = {"model": "m", "messages": [{"role": "user", "content": "x" * 1000}], "stream": True}
+        assert client.post(server.url("chat/completions"), json=body).status_code == 200
+        small = {"model": "m", "stream": True}
+        assert client.post(server.url("chat/completions"), json=small).status_code == 200
+        assert server.wait_idle()
+        large, short = server.records()
+        assert len(large.body) == 100 and large.json is None and large.model == "m"
+        assert short.json == small

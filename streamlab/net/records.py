@@ -38,7 +38,9 @@ class RequestRecord:
     client closed or reset the connection before the end), cancelled (a cancel request stopped the stream)
     or stopped (the server shut down mid-stream). `learner` is the request's API key ("" without one).
     `written` holds the response payload (stream bytes or JSON body, not HTTP chunk framing) handed to the
-    operating system, at most the book's `max_record_bytes` of it; `bytes_written` counts all of it.
+    operating system, at most the book's `max_record_bytes` of it; `bytes_written` counts all of it. `body`
+    likewise keeps at most `max_record_bytes` of the request body, and `json` (the parsed body) is None
+    when the body was longer than that.
     `frames_written` counts `Send`/`KeepAlive` steps written whole. `write_times` holds the
     `time.perf_counter()` value of each stream chunk written (same clock as the client's arrival times when
     both run on one machine), `started_at` when the request head was read.
@@ -88,6 +90,7 @@ class _Rec:
     started_at: float
     learner: str = ""
     body: bytes = b""
+    body_bytes: int = 0
     json: Any = None
     model: str | None = None
     episode: int | None = None
@@ -144,13 +147,16 @@ class RecordBook:
             self._cond.notify_all()
 
     def note(self, rec: _Rec, note: Note) -> None:
-        """Copy what the planner said about the request (its None fields leave the record as it is)."""
-        changes = {name: getattr(note, name) for name in ("learner", "json", "model", "episode", "stream",
-                                                           "resumed_after") if getattr(note, name) is not None}
+        """Copy what the planner said about the request (its None fields leave the record as it is). The
+        parsed body is kept only with a body kept whole: a record never holds more than its byte budget."""
+        names = ("learner", "json", "model", "episode", "stream", "resumed_after")
+        changes = {name: getattr(note, name) for name in names if getattr(note, name) is not None}
+        if rec.body_bytes > self.max_record_bytes:
+            changes.pop("json", None)
         self.update(rec, **changes)
 
     def body(self, rec: _Rec, body: bytes) -> None:
-        self.update(rec, body=body[:self.max_record_bytes])
+        self.update(rec, body=body[:self.max_record_bytes], body_bytes=len(body))
 
     def wrote(self, rec: _Rec, data: bytes, frame: bool, at: float | None = None) -> None:
         with self._cond:
