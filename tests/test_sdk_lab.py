@@ -255,6 +255,16 @@ def test_endings_table_row(name: str) -> None:
     assert (result.outcome, result.ending) == view
 
 
+def test_stream_close_is_seen_by_the_server_as_client_gone() -> None:
+    steps = paced(shapes.chat_text_stream([f"t{i:03d} " for i in range(200)]), gap=0.01)
+    with sdk({"long": Episode(steps)}) as (server, client):
+        stream = client.chat.completions.create(model="long", **ASK)
+        next(stream)
+        stream.close()
+        server.wait_idle()
+        assert server.records("long")[0].outcome == "client_gone"
+
+
 R_ENDINGS = {
     "completed": (shapes.responses_text_stream(["alpha ", "beta"]), "response.completed", "complete"),
     "incomplete": (shapes.responses_text_stream(["alpha ", "beta"], terminal="response.incomplete"),
