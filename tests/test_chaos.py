@@ -23,7 +23,8 @@ import pytest
 
 from streamlab.core.errors import ConnectionBroken, FaultSpecError, ReadStalled
 from streamlab.core.faults import Action, ConnectionEnd, Direction, FaultSpec, Fired
-from streamlab.net.chaos import ChaosProxy
+from streamlab.net.chaos import ChaosProxy, serve_chaos, stop_chaos
+from streamlab.net.chaosbook import ChaosBook
 from streamlab.net.client import stream_chat
 from streamlab.net.standin import StandIn, scenario
 from streamlab.tools.cli import main as cli_main
@@ -412,6 +413,32 @@ def test_the_async_variant_runs_in_the_callers_loop():
     data, rec = asyncio.run(main())
     upstream.results()
     assert data == PAYLOAD[:100] and rec.end is ConnectionEnd.CUT
+
+
+def test_a_port_in_use_raises_in_the_callers_thread_and_leaves_no_thread():
+    with ChaosProxy(upstream=("127.0.0.1", 9)) as first:
+        second = ChaosProxy(upstream=("127.0.0.1", 9), port=first.port)
+        with pytest.raises(OSError):
+            second.start()
+        assert not second.running
+
+
+def test_serve_chaos_replaces_the_previous_proxy_so_a_rerun_cell_leaks_nothing():
+    first = serve_chaos(ChaosProxy(upstream=("127.0.0.1", 9)))
+    second = serve_chaos(ChaosProxy(upstream=("127.0.0.1", 9), cut_after=1))
+    try:
+        assert not first.running and second.running
+    finally:
+        stop_chaos()
+    assert not second.running
+    stop_chaos()  # idempotent
+
+
+def test_the_book_keeps_the_last_connections_and_keeps_counting():
+    book = ChaosBook(max_records=3)
+    for _ in range(5):
+        book.open(("127.0.0.1", 1), 0.0)
+    assert [r.number for r in book.snapshot()] == [2, 3, 4]
 
 
 def test_bad_options_raise_a_clear_error():

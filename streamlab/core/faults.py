@@ -112,6 +112,7 @@ class ConnectionEnd(str, Enum):
     SERVER_GONE = "server_gone"      # the server did
     STOPPED = "stopped"              # the proxy was stopped with the connection open
     CONNECT_ERROR = "connect_error"  # the upstream server could not be reached; the client was closed
+    PROXY_ERROR = "proxy_error"      # the proxy itself failed (a bug): both closed, the exception raised and logged
 
     def __str__(self) -> str:
         return self.value

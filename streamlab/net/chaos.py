@@ -37,12 +37,12 @@ passes nothing on, not even the sender's end of stream: its receiver hears silen
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import socket
 import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from ..core.errors import FaultSpecError
 from ..core.faults import (
@@ -53,9 +53,9 @@ from ..core.faults import (
     Direction,
     FaultSpec,
     Fired,
-    SlicePlan,
     parse_hostport,
 )
+from .chaosbook import ChaosBook, Tally
 
 try:  # unacknowledged bytes of a socket's send queue (Linux); elsewhere a reset waits a moment instead
     import fcntl
@@ -65,7 +65,8 @@ try:  # unacknowledged bytes of a socket's send queue (Linux); elsewhere a reset
 except (ImportError, AttributeError):
     _TIOCOUTQ = None
 
-__all__ = ["ChaosProxy", "ConnectionRecord", "ConnectionEnd", "Fired", "FaultSpec", "Direction", "Action"]
+__all__ = ["ChaosProxy", "serve_chaos", "stop_chaos", "ConnectionRecord", "ConnectionEnd", "Fired", "FaultSpec",
+           "Direction", "Action"]
 
 UP, DOWN = Direction.UP, Direction.DOWN
 READ_SIZE = 16 * 1024
@@ -73,72 +74,7 @@ QUEUE_DEPTH = 64          # chunks queued per direction before the reader stops 
 CONNECT_TIMEOUT = 10.0    # seconds to reach the upstream server
 LINGER = 2.0              # seconds a cut connection keeps reading both peers so that both get a clean FIN
 ACK_WAIT = 2.0            # seconds a reset waits for the peer to acknowledge the last bytes before the RST
-KEEP_SIZES = 256          # write and slice sizes kept per direction in a record
 _EOF = object()
-
-
-# --- records ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Rec:
-    number: int
-    client: tuple[str, int]
-    started: float
-    passed: dict[Direction, int] = field(default_factory=lambda: {UP: 0, DOWN: 0})
-    dropped: dict[Direction, int] = field(default_factory=lambda: {UP: 0, DOWN: 0})
-    writes: dict[Direction, list[int]] = field(default_factory=lambda: {UP: [], DOWN: []})
-    plans: dict[Direction, SlicePlan | None] = field(default_factory=dict)
-    fired: list[Fired] = field(default_factory=list)
-    sender_closed: dict[Direction, bool] = field(default_factory=lambda: {UP: False, DOWN: False})
-    end: ConnectionEnd = ConnectionEnd.OPEN
-    closed: bool = False
-    duration: float | None = None
-
-    def snapshot(self) -> ConnectionRecord:
-        def planned(way: Direction) -> tuple[int, ...]:
-            plan = self.plans.get(way)
-            return tuple(plan.planned[:KEEP_SIZES]) if plan is not None else ()
-
-        return ConnectionRecord(
-            self.number, self.client, self.passed[UP], self.passed[DOWN], self.dropped[UP], self.dropped[DOWN],
-            tuple(self.writes[UP]), tuple(self.writes[DOWN]), planned(UP), planned(DOWN), tuple(self.fired),
-            self.sender_closed[UP], self.sender_closed[DOWN], self.end, self.closed, self.duration)
-
-
-class _Book:
-    """The records, shared between the proxy's event loop and any thread that reads or waits on them."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._recs: list[_Rec] = []
-
-    def new(self, client: tuple[str, int], started: float) -> _Rec:
-        with self._cond:
-            rec = _Rec(len(self._recs), client, started)
-            self._recs.append(rec)
-            self._cond.notify_all()
-            return rec
-
-    def change(self, apply: Callable[[], object]) -> None:
-        with self._cond:
-            apply()
-            self._cond.notify_all()
-
-    def wrote(self, rec: _Rec, way: Direction, size: int) -> None:
-        def apply() -> None:
-            rec.passed[way] += size
-            if len(rec.writes[way]) < KEEP_SIZES:
-                rec.writes[way].append(size)
-        self.change(apply)
-
-    def snapshot(self) -> list[ConnectionRecord]:
-        with self._cond:
-            return [r.snapshot() for r in self._recs]
-
-    def wait_until(self, predicate: Callable[[list[ConnectionRecord]], bool], timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: predicate([r.snapshot() for r in self._recs]), timeout)
 
 
 # --- one connection -------------------------------------------------------------------------------------------
@@ -180,7 +116,7 @@ async def _read_to_end(reader: asyncio.StreamReader) -> None:
 class _Link:
     """One client connection and its upstream connection, with a reader and a writer task per direction."""
 
-    def __init__(self, proxy: ChaosProxy, rec: _Rec, reader: asyncio.StreamReader,
+    def __init__(self, proxy: ChaosProxy, rec: Tally, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
         self.proxy, self.book, self.rec = proxy, proxy._book, rec
         self.readers: dict[Direction, asyncio.StreamReader | None] = {UP: reader, DOWN: None}
@@ -191,14 +127,15 @@ class _Link:
         self.passed_eof = {UP: False, DOWN: False}
         self.decided: asyncio.Future[tuple[str, Direction | None]] = asyncio.get_running_loop().create_future()
         self.abort = asyncio.Event()
-        self.book.change(lambda: rec.plans.update({way: f.slices for way, f in self.faults.items()}))
+        self.error: BaseException | None = None
+        self.book.plans(rec, {way: f.slices for way, f in self.faults.items()})
 
     def finish(self, end: ConnectionEnd, how: str = "close", way: Direction | None = None) -> None:
         """Decide how the connection ends (the first decision wins); `run` carries it out."""
         if self.decided.done():
             return
         self.decided.set_result((how, way))
-        self.book.change(lambda: setattr(self.rec, "end", end))
+        self.book.ended(self.rec, end)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -210,17 +147,26 @@ class _Link:
                     action = self.faults[way].at_start()
                     if action is not None:
                         self._fire(way, action)
+                for task in tasks:
+                    task.add_done_callback(self._task_done)
             how, way = await self.decided
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._teardown(how, way)
+            if self.error is not None:
+                raise self.error  # a bug in the proxy: asyncio logs it with its traceback
         finally:
             for task in tasks:
                 task.cancel()
             await self._close_all()
             duration = loop.time() - self.rec.started
-            self.book.change(lambda: (setattr(self.rec, "closed", True), setattr(self.rec, "duration", duration)))
+            self.book.closed(self.rec, duration)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and self.error is None:
+            self.error = task.exception()
+            self.finish(ConnectionEnd.PROXY_ERROR, "abort")
 
     async def _connect(self) -> bool:
         """Open the upstream connection; False when it failed (or the proxy stopped meanwhile)."""
@@ -257,20 +203,15 @@ class _Link:
                 return
             batch: Batch = faults.feed(data)
             if batch.dropped:
-                self._count_dropped(way, batch.dropped)
+                self.book.dropped(self.rec, way, batch.dropped)
             if batch.pieces or batch.then is not None:
                 await queue.put((loop.time(), batch))
             if batch.then in (Action.CUT, Action.RESET):
                 return  # nothing more will pass; the teardown reads whatever else comes
 
-    def _count_dropped(self, way: Direction, size: int) -> None:
-        def apply() -> None:
-            self.rec.dropped[way] += size
-        self.book.change(apply)
-
     async def _source_closed(self, way: Direction) -> None:
         self.source_closed[way] = True
-        self.book.change(lambda: self.rec.sender_closed.__setitem__(way, True))
+        self.book.sender_closed(self.rec, way)
         if self.faults[way.opposite].stalled:  # it was waiting on a stalled direction: it gave up
             self.finish(_source_gone(way))
         elif not self.faults[way].stalled:  # a stalled direction passes nothing, not even the end of stream
@@ -317,7 +258,7 @@ class _Link:
     def _fire(self, way: Direction, action: Action) -> None:
         """The limit of `way` was reached and its last byte delivered: record it and act."""
         fired = Fired(way, action, self.faults[way].passed)
-        self.book.change(lambda: self.rec.fired.append(fired))
+        self.book.fired(self.rec, fired)
         if action is Action.CUT:
             self.finish(ConnectionEnd.CUT, "cut", way)
         elif action is Action.RESET:
@@ -405,7 +346,7 @@ class ChaosProxy:
         self.faults = FaultSpec(direction=direction, seed=seed, latency_ms=latency_ms, jitter_ms=jitter_ms,
                                 bandwidth=bandwidth, slice_sizes=slice_sizes, slice_delay_ms=slice_delay_ms,
                                 cut_after=cut_after, reset_after=reset_after, stall_after=stall_after)
-        self._book = _Book()
+        self._book = ChaosBook()
         self._server: asyncio.AbstractServer | None = None
         self._address: tuple[str, int] | None = None
         self._links: set[_Link] = set()
@@ -499,7 +440,7 @@ class ChaosProxy:
                     await writer.wait_closed()
                 return
             peer = writer.get_extra_info("peername") or ("?", 0)
-            rec = self._book.new((str(peer[0]), int(peer[1])), asyncio.get_running_loop().time())
+            rec = self._book.open((str(peer[0]), int(peer[1])), asyncio.get_running_loop().time())
             link = _Link(self, rec, reader, writer)
             self._links.add(link)
             try:
@@ -563,3 +504,38 @@ class ChaosProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# --- the notebook helper --------------------------------------------------------------------------------------
+
+_current: ChaosProxy | None = None
+_current_lock = threading.Lock()
+
+
+def serve_chaos(proxy: ChaosProxy) -> ChaosProxy:
+    """Start `proxy` for a notebook, first stopping the one a previous call started, and return it:
+
+        proxy = serve_chaos(ChaosProxy(upstream=("127.0.0.1", server.port), cut_after=2000))
+
+    Re-running the cell therefore never leaks a proxy (at most one per process), and it is stopped when the
+    interpreter exits.
+    """
+    global _current
+    with _current_lock:
+        if _current is not None:
+            _current.stop()
+            _current = None
+        _current = proxy.start()
+        return _current
+
+
+def stop_chaos() -> None:
+    """Stop the proxy `serve_chaos()` started, if any."""
+    global _current
+    with _current_lock:
+        if _current is not None:
+            _current.stop()
+            _current = None
+
+
+atexit.register(stop_chaos)

@@ -40,8 +40,14 @@ def _option(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 def _cmd_chaos(args: argparse.Namespace) -> int:
     """Run the proxy until Ctrl-C, printing one line per finished connection."""
     from ..core.errors import FaultSpecError
+    from ..core.faults import ConnectionRecord
     from ..net.chaos import ChaosProxy
 
+    given = [f"--{name.replace('_', '-')}" for name in ("cut_after", "reset_after", "stall_after")
+             if getattr(args, name) is not None]
+    if len(given) > 1:
+        args.parser.error("only one of --cut-after, --reset-after, --stall-after may be given "
+                          f"(got {' and '.join(given)})")
     latency, jitter = args.latency or (0.0, 0.0)
     sizes, delay = args.slice or (None, 0.0)
     try:
@@ -61,26 +67,31 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     if not args.quiet:
         print("Ctrl-C stops it. One line per finished connection follows.")
     sys.stdout.flush()
-    shown = 0
+    printed: set[int] = set()  # numbers of the connections already reported
 
-    def report() -> None:  # the connections finished since the last call, in accept order
-        nonlocal shown
+    def unreported(records: list[ConnectionRecord]) -> list[ConnectionRecord]:
+        return [r for r in records if r.closed and r.number not in printed]
+
+    def report() -> None:  # each connection once, when it has closed
         records = proxy.records()
-        while shown < len(records) and records[shown].closed:
+        for rec in unreported(records):
             if not args.quiet:
-                print(f"  {records[shown].line()}", flush=True)
-            shown += 1
+                print(f"  {rec.line()}", flush=True)
+            printed.add(rec.number)
+        if records:  # forget the numbers that have left the proxy's ring of records
+            printed.difference_update([n for n in printed if n < records[0].number])
 
     try:
         while True:
-            proxy.wait_until(lambda records: shown < len(records) and records[shown].closed, timeout=0.5)
+            proxy.wait_until(lambda records: bool(unreported(records)), timeout=0.5)
             report()
     except KeyboardInterrupt:
         pass
     finally:
         proxy.stop()
     report()
-    count = len(proxy.records())
+    records = proxy.records()
+    count = records[-1].number + 1 if records else 0
     print(f"stopped after {count} connection{'s' if count != 1 else ''}", flush=True)
     return 0
 
