@@ -64,8 +64,22 @@ _EXPORTS: dict[str, str] = {
     "ChatAccumulator": "streamlab.core.accumulate",
     "ResponsesAccumulator": "streamlab.core.accumulate",
     "replay": "streamlab.core.accumulate",
-    # I/O: the client
+    # sans-IO core: what the I/O layer reads, decides and plays
     "TimedEvent": "streamlab.core.reading",
+    "RetryPolicy": "streamlab.core.policy",
+    "SequenceCursor": "streamlab.core.cursor",
+    "Episode": "streamlab.core.script",
+    "Send": "streamlab.core.script",
+    "Wait": "streamlab.core.script",
+    "KeepAlive": "streamlab.core.script",
+    "Stall": "streamlab.core.script",
+    "Cut": "streamlab.core.script",
+    "End": "streamlab.core.script",
+    "error_episode": "streamlab.core.script",
+    "paced": "streamlab.core.script",
+    "StoredResponse": "streamlab.core.script",
+    "scenario": "streamlab.core.scenarios",
+    # I/O: the client
     "EventStream": "streamlab.net.eventstream",
     "AsyncEventStream": "streamlab.net.eventstream",
     "stream_chat": "streamlab.net.client",
@@ -73,26 +87,13 @@ _EXPORTS: dict[str, str] = {
     "astream_chat": "streamlab.net.client",
     "astream_responses": "streamlab.net.client",
     "resume_response": "streamlab.net.client",
-    # I/O: the stand-in and its script
+    # I/O: the stand-in server
     "StandIn": "streamlab.net.standin",
     "serve": "streamlab.net.standin",
     "stop_serving": "streamlab.net.standin",
-    "scenario": "streamlab.net.standin",
-    "Episode": "streamlab.net.standin",
-    "Send": "streamlab.net.standin",
-    "Wait": "streamlab.net.standin",
-    "KeepAlive": "streamlab.net.standin",
-    "Stall": "streamlab.net.standin",
-    "Cut": "streamlab.net.standin",
-    "End": "streamlab.net.standin",
-    "error_episode": "streamlab.net.standin",
-    "paced": "streamlab.net.standin",
-    "StoredResponse": "streamlab.net.standin",
-    # I/O: retry and resume
-    "RetryPolicy": "streamlab.core.policy",
+    # I/O: retry and resume runners
     "RetryingStream": "streamlab.net.retrying",
     "AsyncRetryingStream": "streamlab.net.retrying",
-    "SequenceCursor": "streamlab.core.cursor",
     "ResumableResponseStream": "streamlab.net.resuming",
     "LastEventIdStream": "streamlab.net.resuming",
 }
@@ -156,6 +157,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
     from .core.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
     from .core.policy import RetryPolicy
     from .core.reading import TimedEvent
+    from .core.scenarios import scenario
+    from .core.script import Cut, End, Episode, KeepAlive, Send, Stall, StoredResponse, Wait, error_episode, paced
     from .core.shapes import chat_text_stream, responses_text_stream
     from .core.sse import SSEEvent, SSEParser, parse
     from .net.client import (
@@ -168,19 +171,4 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
     from .net.eventstream import AsyncEventStream, EventStream
     from .net.resuming import LastEventIdStream, ResumableResponseStream
     from .net.retrying import AsyncRetryingStream, RetryingStream
-    from .net.standin import (
-        Cut,
-        End,
-        Episode,
-        KeepAlive,
-        Send,
-        Stall,
-        StandIn,
-        StoredResponse,
-        Wait,
-        error_episode,
-        paced,
-        scenario,
-        serve,
-        stop_serving,
-    )
+    from .net.standin import StandIn, serve, stop_serving
