@@ -206,6 +206,19 @@ def raw_request(port: int, request: bytes, *, timeout: float = 2.0) -> bytes:
         return bytes(out)
 
 
+def dechunk(body: bytes) -> tuple[list[bytes], bool]:
+    """Split an HTTP/1.1 chunked body into its chunks; the bool says whether the terminating chunk came."""
+    chunks, pos = [], 0
+    while pos < len(body):
+        eol = body.index(b"\r\n", pos)
+        size = int(body[pos:eol], 16)
+        if size == 0:
+            return chunks, True
+        chunks.append(body[eol + 2:eol + 2 + size])
+        pos = eol + 2 + size + 2
+    return chunks, False
+
+
 def http_response(body: bytes, *, status: str = "200 OK", content_type: str | None = "text/event-stream",
                   content_length: int | None = None) -> bytes:
     """The bytes of a whole HTTP/1.1 response (Content-Length defaults to the body's real length)."""
