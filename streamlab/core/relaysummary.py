@@ -68,6 +68,17 @@ __all__ = [
 ]
 
 
+SUMMARY_FIELDS: dict[str, str] = {
+    "model": "the request's model (the checker matches summary lines to its streams by it)",
+    "outcome": "complete, incomplete, failed, truncated or cancelled (streamlab.core.endings.Outcome)",
+    "text_chars": "characters of answer text forwarded",
+    "usage": "the usage object if the upstream sent one, else null",
+    "ttft_s": "seconds from the request to the first token forwarded (null if none came)",
+    "total_s": "seconds from the request to the end of the stream",
+}
+"""The keys every summary line must have, and what each holds."""
+
+
 @dataclass(frozen=True)
 class Requirement:
     """One rule a relay must keep: its number (1-5), a short key, a title, and the rule in full."""
@@ -98,7 +109,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "deadline), end the downstream stream with a clearly marked final event, on which the "
                 "official SDK raises, then end the body cleanly; never a silent end."),
     Requirement(5, "summary", "one JSON summary line per stream",
-                "Write one summary line (a JSON object) per stream, with at least the keys in SUMMARY_FIELDS."),
+                "Write one summary line (a JSON object) per stream, with at least the keys "
+                + ", ".join(SUMMARY_FIELDS) + "."),
 )
 """The five rules of the capstone relay, in the order the lab builds them."""
 
@@ -111,15 +123,7 @@ def requirement(key: str | int) -> Requirement:
     raise KeyError(f"no relay requirement {key!r}; known: {[r.key for r in REQUIREMENTS]}")
 
 
-SUMMARY_FIELDS: dict[str, str] = {
-    "model": "the request's model (the checker matches summary lines to its streams by it)",
-    "outcome": "complete, incomplete, failed, truncated or cancelled (streamlab.core.endings.Outcome)",
-    "text_chars": "characters of answer text forwarded",
-    "usage": "the usage object if the upstream sent one, else null",
-    "ttft_s": "seconds from the request to the first token forwarded (null if none came)",
-    "total_s": "seconds from the request to the end of the stream",
-}
-"""The keys every summary line must have, and what each holds."""
+
 
 KEEPALIVE_COMMENT = "keep-alive"
 """The text of the relay's keep-alive comment (`: keep-alive`)."""

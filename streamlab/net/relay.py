@@ -59,7 +59,7 @@ from starlette.types import Receive, Scope, Send
 from ..core.endings import Ending
 from ..core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of, summary_line
 
-__all__ = ["Relay", "RelayConfig", "build_app", "DEFAULT_KEEPALIVE", "DEFAULT_READ_TIMEOUT"]
+__all__ = ["Relay", "AppServer", "RelayConfig", "build_app", "DEFAULT_KEEPALIVE", "DEFAULT_READ_TIMEOUT"]
 
 DEFAULT_KEEPALIVE = 15.0
 """Seconds of silence before a keep-alive comment (proxies commonly drop connections idle for 30-60 s)."""
@@ -351,6 +351,90 @@ def build_app(config: RelayConfig) -> Starlette:
     return starlette
 
 
+class AppServer:
+    """Any ASGI app under uvicorn on a background thread, as a context manager (the reference relay runs on
+    one; so do the checker's tests' deliberately broken relays).
+
+    It binds in `start()`, in the caller's thread, so a busy port fails there; `port` and `url` say where it
+    listens. `stop()` asks uvicorn to exit (streams still running get `graceful` seconds, then are
+    cancelled), joins the thread and closes the socket.
+    """
+
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, graceful: float = 2.0,
+                 name: str = "asgi") -> None:
+        self.app = app
+        self.host = host
+        self._requested_port = port
+        self._graceful = graceful
+        self._name = name
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+
+    def start(self) -> AppServer:
+        if self._server is not None:
+            raise RuntimeError("this server is already started")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self._requested_port))
+            sock.listen(256)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        config = uvicorn.Config(self.app, log_config=None, log_level="critical", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=int(self._graceful) or 1, http="h11")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        name=f"{self._name}:{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the {self._name} server did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread. Idempotent."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.should_exit = True
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def __enter__(self) -> AppServer:
+        if self._server is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._sock is None:
+            raise RuntimeError("the server is not running; call start() or use it as a context manager")
+        return int(self._sock.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        """`http://HOST:PORT` (a wildcard host is given as 127.0.0.1)."""
+        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+
 class Relay:
     """The reference relay on a background thread (uvicorn), as a context manager.
 
@@ -365,17 +449,13 @@ class Relay:
                  read_timeout: float = DEFAULT_READ_TIMEOUT, capture: str | Path | None = None,
                  host: str = "127.0.0.1", port: int = 0,
                  on_summary: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self.host = host
-        self._requested_port = port
         self._on_summary = on_summary
         self._summaries: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self.config = RelayConfig(upstream, keepalive=keepalive, read_timeout=read_timeout,
                                   capture=None if capture is None else Path(capture), on_summary=self._record)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._sock: socket.socket | None = None
-        self._app: Starlette | None = None
+        self._app = build_app(self.config)
+        self._server = AppServer(self._app, host=host, port=port, name="relay")
 
     def _record(self, summary: dict[str, Any]) -> None:
         with self._cond:
@@ -385,52 +465,22 @@ class Relay:
             self._on_summary(summary)
 
     def start(self) -> Relay:
-        """Bind (so a busy port fails here, in the caller's thread) and serve on a background thread."""
-        if self._server is not None:
-            raise RuntimeError("this Relay is already started")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self._requested_port))
-            sock.listen(256)
-        except OSError:
-            sock.close()
-            raise
-        self._sock = sock
-        self._app = build_app(self.config)
-        config = uvicorn.Config(self._app, log_config=None, log_level="critical", access_log=False,
-                                lifespan="on", timeout_graceful_shutdown=2, http="h11")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name=f"relay:{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the relay's server did not start")
-            time.sleep(0.005)
+        """Bind (a busy port fails here, in the caller's thread) and serve on a background thread."""
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        """End running streams, stop serving, join the thread. Idempotent."""
-        server, self._server = self._server, None
-        if server is None:
+        """End running streams (each gets its marked final event), stop serving, join the thread. Idempotent."""
+        if not self._server.running:
             return
-        app: _App | None = self._app.state.relay if self._app is not None else None
-        if app is not None and app.loop is not None and app.stopping is not None and not app.loop.is_closed():
+        app: _App = self._app.state.relay
+        if app.loop is not None and app.stopping is not None and not app.loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop may close between the check and the call
                 app.loop.call_soon_threadsafe(app.stopping.set)
-        server.should_exit = True
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        self._server.stop()
 
     def __enter__(self) -> Relay:
-        if self._server is None:
+        if not self._server.running:
             self.start()
         return self
 
@@ -439,15 +489,12 @@ class Relay:
 
     @property
     def port(self) -> int:
-        if self._sock is None:
-            raise RuntimeError("the Relay is not running; call start() or use `with Relay(...)`")
-        return int(self._sock.getsockname()[1])
+        return self._server.port
 
     @property
     def base_url(self) -> str:
         """What a client uses as its base URL: `http://HOST:PORT/v1`."""
-        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-        return f"http://{host}:{self.port}/v1"
+        return f"{self._server.url}/v1"
 
     @property
     def summaries(self) -> list[dict[str, Any]]:

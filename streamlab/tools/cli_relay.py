@@ -57,6 +57,52 @@ def _cmd_relay(args: argparse.Namespace) -> int:
     return 0
 
 
+_CHECK_EPILOG = """\
+How the checker reaches your relay (any language, any framework). The checker plays the upstream: a scripted
+stand-in behind a chaos proxy, at one fixed URL for the whole run. Your relay forwards to that URL.
+
+  Let the checker start your relay (it fills in the placeholders, waits for the port, reads the JSON summary
+  lines your relay prints on stdout, and stops it at the end):
+    streamlab check-relay --relay-cmd "python my_relay.py --upstream {upstream} --port {port} --keepalive {keepalive}"
+    streamlab check-relay --relay-cmd "streamlab relay --upstream {upstream} --port {port} \\
+        --keepalive {keepalive} --read-timeout {read_timeout}"
+
+  Or start it yourself first (a relay connects upstream only when a request comes, so the order is free),
+  sending its summary lines to a file, then give the checker its URL and that file:
+    streamlab relay --upstream http://127.0.0.1:8765/v1 --keepalive 0.25 --read-timeout 2 > summaries.jsonl
+    streamlab check-relay http://127.0.0.1:8001 --summaries summaries.jsonl
+
+Your relay must use the keep-alive interval and read timeout the checker assumes (--keepalive, --read-timeout),
+and each summary line must be a JSON object with at least: model, outcome, text_chars, usage, ttft_s, total_s.
+Exit status: 0 when all five requirements hold, 1 when one does not, 2 for a usage error.
+"""
+
+
+def _cmd_check_relay(args: argparse.Namespace) -> int:
+    """Drive a relay through a scripted upstream and a chaos proxy and grade its five rules with evidence.
+    Each check prints one line (PASS or FAIL, the outcome it exercises, what was seen), then the report."""
+    from ..net.relaycheck import check_relay, relay_command
+
+    if (args.relay_url is None) == (args.relay_cmd is None):
+        print("error: give a RELAY_URL or --relay-cmd (one of them)", file=sys.stderr)
+        return 2
+    try:
+        only = tuple(int(x) for x in args.only.split(",")) if args.only else (1, 2, 3, 4, 5)
+        factory = None if args.relay_cmd is None else relay_command(
+            args.relay_cmd, keepalive=args.keepalive, read_timeout=args.read_timeout)
+        report = check_relay(factory, relay_url=args.relay_url, summary_file=args.summaries,
+                             upstream_port=args.upstream_port, keepalive=args.keepalive,
+                             read_timeout=args.read_timeout, seed=args.seed, fuzz_runs=args.fuzz_runs,
+                             requirements=only, disconnect_bound=args.disconnect_bound, ttft_bound=args.ttft_bound,
+                             log=lambda line: print(line, flush=True))
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print()
+    print(report.render(passes=False), flush=True)
+    return 0 if report.ok else 1
+
+
 def register(sub: Any) -> None:
     """Add the `relay` and `check-relay` subcommands to the `streamlab` parser's subparsers."""
     p = sub.add_parser(
@@ -73,3 +119,28 @@ def register(sub: Any) -> None:
     p.add_argument("--capture", metavar="DIR", default=None,
                    help="write each stream's raw upstream bytes as DIR/NAME.sse plus NAME.json (fixture format)")
     p.set_defaults(func=_cmd_relay)
+
+    p = sub.add_parser(
+        "check-relay", help="grade a relay (yours or the reference) on the five rules, through faults",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_CHECK_EPILOG,
+        description=f"{inspect.cleandoc(_cmd_check_relay.__doc__ or '')}\n\nThe rules:\n{_requirements_text()}")
+    p.add_argument("relay_url", nargs="?", metavar="RELAY_URL",
+                   help="a running relay's URL (http://HOST:PORT adds /v1), its upstream set to the upstream URL")
+    p.add_argument("--relay-cmd", metavar="CMD", help="a command that starts the relay: {upstream} and {port} "
+                   "are filled in, also {keepalive} and {read_timeout}")
+    p.add_argument("--summaries", metavar="FILE", help="the file the relay appends its JSON summary lines to")
+    p.add_argument("--upstream-port", type=int, default=0, metavar="PORT",
+                   help="the port of the checker's upstream (default 8765 with RELAY_URL, a free one with --relay-cmd)")
+    p.add_argument("--keepalive", type=float, default=0.25, metavar="SECONDS",
+                   help="the relay's keep-alive interval (default 0.25)")
+    p.add_argument("--read-timeout", type=float, default=2.0, metavar="SECONDS",
+                   help="the relay's read timeout: how long it waits on a silent upstream (default 2)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the chaos proxy and the fuzz (default 1)")
+    p.add_argument("--fuzz-runs", type=int, default=16, metavar="N", help="seeded fuzz runs (default 16; 0: none)")
+    p.add_argument("--only", metavar="1,2,...", help="check only these requirements, to iterate quickly (default all "
+                   "five; the exit status is 0 only when all five were checked and hold)")
+    p.add_argument("--disconnect-bound", type=float, default=1.0, metavar="SECONDS",
+                   help="how soon the upstream must see a departed client (default 1)")
+    p.add_argument("--ttft-bound", type=float, default=0.25, metavar="SECONDS",
+                   help="how much time to first token the relay may add (default 0.25)")
+    p.set_defaults(func=_cmd_check_relay)
