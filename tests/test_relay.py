@@ -405,3 +405,68 @@ def test_the_cli_prints_its_url_then_one_summary_line_per_stream(standin):
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+# -- the relay behind the chaos proxy: every fault, each direction ----------------------------------------------
+
+CHAOS_FAULTS = {
+    "latency": dict(latency_ms=30, jitter_ms=20),
+    "bandwidth": dict(bandwidth=20_000),
+    "slices": dict(slice_sizes=(1, 5)),
+    "cut": dict(cut_after=...),
+    "reset": dict(reset_after=...),
+    "stall": dict(stall_after=...),
+}
+"""The faults; the terminal ones (`...`) fire 700 bytes into the stream coming down, or 100 bytes into the
+request going up (inside its headers: the request is about 330 bytes), which comes first with "both"."""
+
+
+def chaos_options(fault: str, direction: str) -> dict:
+    after = 700 if direction == "down" else 100
+    return {k: (after if v is ... else v) for k, v in CHAOS_FAULTS[fault].items()}
+
+
+@pytest.fixture(scope="module")
+def chaos_standin():
+    with StandIn({"chat-ok": Episode(paced(CHAT, gap=0.002))}) as server:
+        yield server
+
+
+@net
+@pytest.mark.parametrize("direction", ["down", "up", "both"])
+@pytest.mark.parametrize("fault", sorted(CHAOS_FAULTS))
+def test_the_sdk_through_the_relay_and_the_chaos_proxy_never_mistakes_a_fault_for_an_answer(
+        chaos_standin, fault, direction, no_leaked_threads):
+    from streamlab.net.chaos import ChaosProxy
+
+    terminal = fault in ("cut", "reset", "stall")
+    with ChaosProxy(("127.0.0.1", chaos_standin.port), direction=direction, seed=5,
+                    **chaos_options(fault, direction)) as proxy, \
+            Relay(proxy.url("/v1"), keepalive=0.1, read_timeout=1.0) as r:
+        if terminal:
+            with pytest.raises((openai.APIError, ValueError)):
+                sdk_run(sdk(r), "chat", "chat-ok")
+        else:
+            assert sdk_run(sdk(r), "chat", "chat-ok") == CHAT_TEXT
+        assert r.wait_for_summaries(1)
+        summary = r.summaries[0]
+    if not terminal:
+        assert summary["outcome"] == "complete"
+    elif direction == "down":  # the stream had started: the relay marked its end
+        assert summary["outcome"] == "truncated" and summary["marked"]
+    else:  # the request itself was cut, reset or stalled: no stream ever started, an error status instead
+        assert summary["outcome"] == "failed" and summary["status"] != 200 and not summary["marked"]
+
+
+@net
+def test_serve_relay_replaces_the_previous_one(standin, no_leaked_threads):
+    from streamlab.net.relay import serve_relay, stop_relay
+
+    first_url = serve_relay(standin.base_url).base_url
+    second = serve_relay(standin.base_url, keepalive=None)
+    try:
+        with pytest.raises(httpx.ConnectError):
+            httpx.post(f"{first_url}/chat/completions", json={"model": "chat-ok"}, timeout=5)
+        assert sdk_run(sdk(second), "chat", "chat-ok") == CHAT_TEXT
+    finally:
+        stop_relay()

@@ -23,7 +23,8 @@ its JSON body and its Retry-After headers (the SDK's retry logic reads them). St
 upstream cannot be reached, the client gets a 502; if it sends no status within `read_timeout`, a 504; both
 in the OpenAI error shape.
 
-From Python, `Relay(upstream=..., keepalive=..., capture=...)` runs it on a background thread:
+From Python, `Relay(upstream=..., keepalive=..., capture=...)` runs it on a background thread (in a notebook,
+`serve_relay(...)` does the same and stops the relay a previous call started):
 
     with Relay(upstream=standin.base_url, keepalive=0.5) as relay:
         client = openai.OpenAI(base_url=relay.base_url, api_key="...")
@@ -37,6 +38,7 @@ so a real stream can become a test fixture (`streamlab.core.fixtures.load_fixtur
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import itertools
 import json
@@ -59,7 +61,8 @@ from starlette.types import Receive, Scope, Send
 from ..core.endings import Ending
 from ..core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of, summary_line
 
-__all__ = ["Relay", "AppServer", "RelayConfig", "build_app", "DEFAULT_KEEPALIVE", "DEFAULT_READ_TIMEOUT"]
+__all__ = ["Relay", "AppServer", "RelayConfig", "build_app", "serve_relay", "stop_relay", "DEFAULT_KEEPALIVE",
+           "DEFAULT_READ_TIMEOUT"]
 
 DEFAULT_KEEPALIVE = 15.0
 """Seconds of silence before a keep-alive comment (proxies commonly drop connections idle for 30-60 s)."""
@@ -518,3 +521,31 @@ class Relay:
         """A summary as the one JSON line `streamlab relay` prints."""
         return summary_line(summary)
 
+
+_current: Relay | None = None
+_current_lock = threading.Lock()
+
+
+def serve_relay(upstream: str, *, keepalive: float | None = DEFAULT_KEEPALIVE,
+                read_timeout: float = DEFAULT_READ_TIMEOUT, capture: str | Path | None = None) -> Relay:
+    """Start a relay for a notebook, first stopping the one a previous call started (re-running the cell
+    never leaks a server; at most one per process, also stopped when the interpreter exits)."""
+    global _current
+    with _current_lock:
+        if _current is not None:
+            _current.stop()
+            _current = None
+        _current = Relay(upstream, keepalive=keepalive, read_timeout=read_timeout, capture=capture).start()
+        return _current
+
+
+def stop_relay() -> None:
+    """Stop the relay `serve_relay()` started, if any."""
+    global _current
+    with _current_lock:
+        if _current is not None:
+            _current.stop()
+            _current = None
+
+
+atexit.register(stop_relay)
