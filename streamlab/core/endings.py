@@ -39,6 +39,9 @@ class Outcome(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __hash__(self) -> int:  # hash as the plain string it equals, so "complete" in {Outcome.COMPLETE}
+        return hash(self.value)
+
 
 class Ending(str, Enum):
     """How a stream's bytes stopped, named once for the client, the stand-in, retry, resume and relay."""
@@ -62,6 +65,9 @@ class Ending(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    def __hash__(self) -> int:  # hash as the plain string it equals: sets and dict keys mix freely
+        return hash(self.value)
 
     @property
     def outcome(self) -> Outcome | None:
