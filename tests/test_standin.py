@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from conftest import dechunk
 from streamlab.core import shapes
 from streamlab.core.sse import parse
 from streamlab.net.standin import (
@@ -64,18 +65,6 @@ def raw_request(port: int, request: bytes, *, read_until_close: bool = True) -> 
             pass
         return bytes(out)
 
-
-def dechunk(body: bytes) -> tuple[list[bytes], bool]:
-    """Split an HTTP/1.1 chunked body into its chunks; the bool says whether the terminating chunk came."""
-    chunks, pos = [], 0
-    while pos < len(body):
-        eol = body.index(b"\r\n", pos)
-        size = int(body[pos:eol], 16)
-        if size == 0:
-            return chunks, True
-        chunks.append(body[eol + 2:eol + 2 + size])
-        pos = eol + 2 + size + 2
-    return chunks, False
 
 
 # -- streaming -------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import httpx
 import openai
 import pytest
 
+from conftest import dechunk
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
 from streamlab.net.standin import Episode, Send, Stall, StandIn, paced
@@ -61,17 +62,6 @@ def status_of(reply: bytes) -> int:
 def json_of(reply: bytes) -> dict:
     return json.loads(reply.partition(b"\r\n\r\n")[2])
 
-
-def dechunk(body: bytes) -> tuple[list[bytes], bool]:
-    chunks, pos = [], 0
-    while pos < len(body):
-        eol = body.index(b"\r\n", pos)
-        size = int(body[pos:eol], 16)
-        if size == 0:
-            return chunks, True
-        chunks.append(body[eol + 2:eol + 2 + size])
-        pos = eol + 2 + size + 2
-    return chunks, False
 
 
 def post_head(body: bytes, *extra: bytes) -> bytes:
