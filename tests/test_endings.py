@@ -19,7 +19,7 @@ def test_an_ending_is_the_string_it_names_in_sets_dicts_json_and_formatting(endi
     assert ending == ending.value and ending.value in {ending} and ending in {ending.value}
     assert {ending.value: 1}[ending] == 1
     assert json.loads(json.dumps(ending)) == ending.value
-    assert f"{ending}" == str(ending) == ending.value
+    assert f"{ending}" == str(ending) == ending.value and repr(ending) == repr(ending.value)
 
 
 def test_outcomes_mix_with_strings_too():

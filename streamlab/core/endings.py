@@ -42,6 +42,9 @@ class Outcome(str, Enum):
     def __hash__(self) -> int:  # hash as the plain string it equals, so "complete" in {Outcome.COMPLETE}
         return hash(self.value)
 
+    def __repr__(self) -> str:  # as the word it is, so printed lists and records stay readable
+        return repr(self.value)
+
 
 class Ending(str, Enum):
     """How a stream's bytes stopped, named once for the client, the stand-in, retry, resume and relay."""
@@ -68,6 +71,9 @@ class Ending(str, Enum):
 
     def __hash__(self) -> int:  # hash as the plain string it equals: sets and dict keys mix freely
         return hash(self.value)
+
+    def __repr__(self) -> str:  # printed inside lists and records as the word it is: 'cut', not <Ending.CUT: 'cut'>
+        return repr(self.value)
 
     @property
     def outcome(self) -> Outcome | None:
