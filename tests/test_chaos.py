@@ -536,7 +536,8 @@ def test_stream_chat_sees_a_stall_as_a_read_timeout(standin):
 # --- the command line ---------------------------------------------------------------------------------------------
 
 
-def test_the_command_line_prints_its_address_proxies_and_stops_on_ctrl_c():
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_the_command_line_prints_its_address_proxies_and_stops_on_ctrl_c_or_sigterm(sig):
     upstream = Upstream(send_then_read(PAYLOAD))
     host, port = upstream.address
     proc = subprocess.Popen([sys.executable, "-m", "streamlab", "chaos", "--upstream", f"{host}:{port}",
@@ -550,7 +551,7 @@ def test_the_command_line_prints_its_address_proxies_and_stops_on_ctrl_c():
         with socket.create_connection(("127.0.0.1", int(match.group(1))), timeout=TIMEOUT) as client:
             assert read_to_end(client) == (PAYLOAD[:10], "eof")
         upstream.results()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=TIMEOUT)
     finally:
         if proc.poll() is None:

@@ -43,6 +43,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
+from enum import Enum
 
 from ..core.errors import FaultSpecError
 from ..core.faults import (
@@ -75,6 +76,15 @@ CONNECT_TIMEOUT = 10.0    # seconds to reach the upstream server
 LINGER = 2.0              # seconds a cut connection keeps reading both peers so that both get a clean FIN
 ACK_WAIT = 2.0            # seconds a reset waits for the peer to acknowledge the last bytes before the RST
 _EOF = object()
+
+
+class _Teardown(Enum):
+    """How `_Link._teardown` closes the two connections once their end is decided."""
+
+    CLOSE = "close"  # close both (each gets a FIN, or a RST from its own kernel if it sent bytes not yet read)
+    CUT = "cut"      # FIN to both, then read both until they close, so that neither gets a RST
+    RESET = "reset"  # once the faulted direction's bytes are acknowledged, RST to both
+    ABORT = "abort"  # close both at once, without waiting for anything (the proxy is stopping)
 
 
 # --- one connection -------------------------------------------------------------------------------------------
@@ -125,12 +135,12 @@ class _Link:
         self.queues: dict[Direction, asyncio.Queue[object]] = {way: asyncio.Queue(QUEUE_DEPTH) for way in (UP, DOWN)}
         self.source_closed = {UP: False, DOWN: False}
         self.passed_eof = {UP: False, DOWN: False}
-        self.decided: asyncio.Future[tuple[str, Direction | None]] = asyncio.get_running_loop().create_future()
+        self.decided: asyncio.Future[tuple[_Teardown, Direction | None]] = asyncio.get_running_loop().create_future()
         self.abort = asyncio.Event()
         self.error: BaseException | None = None
         self.book.plans(rec, {way: f.slices for way, f in self.faults.items()})
 
-    def finish(self, end: ConnectionEnd, how: str = "close", way: Direction | None = None) -> None:
+    def finish(self, end: ConnectionEnd, how: _Teardown = _Teardown.CLOSE, way: Direction | None = None) -> None:
         """Decide how the connection ends (the first decision wins); `run` carries it out."""
         if self.decided.done():
             return
@@ -166,7 +176,7 @@ class _Link:
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None and self.error is None:
             self.error = task.exception()
-            self.finish(ConnectionEnd.PROXY_ERROR, "abort")
+            self.finish(ConnectionEnd.PROXY_ERROR, _Teardown.ABORT)
 
     async def _connect(self) -> bool:
         """Open the upstream connection; False when it failed (or the proxy stopped meanwhile)."""
@@ -196,7 +206,7 @@ class _Link:
             try:
                 data = await reader.read(READ_SIZE)
             except OSError:  # the sender reset its connection: pass the reset on
-                self.finish(_source_gone(way), "reset")
+                self.finish(_source_gone(way), _Teardown.RESET)
                 return
             if not data:
                 await self._source_closed(way)
@@ -260,27 +270,27 @@ class _Link:
         fired = Fired(way, action, self.faults[way].passed)
         self.book.fired(self.rec, fired)
         if action is Action.CUT:
-            self.finish(ConnectionEnd.CUT, "cut", way)
+            self.finish(ConnectionEnd.CUT, _Teardown.CUT, way)
         elif action is Action.RESET:
-            self.finish(ConnectionEnd.RESET, "reset", way)
+            self.finish(ConnectionEnd.RESET, _Teardown.RESET, way)
         elif self.source_closed[way.opposite]:  # a stall whose receiver has already closed its side
             self.finish(_destination_gone(way))
 
-    async def _teardown(self, how: str, way: Direction | None) -> None:
+    async def _teardown(self, how: _Teardown, way: Direction | None) -> None:
         writers = [w for w in self.writers.values() if w is not None]
-        if how == "cut":  # FIN to both, then read both until they close, so that neither gets a RST
+        if how is _Teardown.CUT:
             for writer in writers:
                 if not writer.transport.is_closing() and writer.can_write_eof():
                     with contextlib.suppress(OSError):
                         writer.write_eof()
             await self._linger()
-        elif how == "reset":
+        elif how is _Teardown.RESET:
             if way is not None:
                 await self._wait_acknowledged(self.writers[way])
             for writer in writers:
                 _arm_reset(writer)
                 writer.transport.abort()
-        elif how == "abort":
+        elif how is _Teardown.ABORT:
             for writer in writers:
                 writer.transport.abort()
 
@@ -417,7 +427,7 @@ class ChaosProxy:
         server.close()
         while self._tasks:
             for link in list(self._links):
-                link.finish(ConnectionEnd.STOPPED, "abort")
+                link.finish(ConnectionEnd.STOPPED, _Teardown.ABORT)
                 link.abort.set()
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
         await server.wait_closed()
@@ -445,6 +455,9 @@ class ChaosProxy:
             self._links.add(link)
             try:
                 await link.run()
+            except Exception as exc:  # a bug in the proxy: say so loudly, keep serving the other connections
+                asyncio.get_running_loop().call_exception_handler(
+                    {"message": f"streamlab chaos proxy: connection #{rec.number} failed", "exception": exc})
             finally:
                 self._links.discard(link)
         finally:

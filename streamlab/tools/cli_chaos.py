@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,10 @@ def _option(parse: Callable[[str], Any]) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(f"{text!r}: {exc.problem}") from None
     convert.__name__ = parse.__name__
     return convert
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM (a script's `kill`) stops the proxy as cleanly as Ctrl-C
 
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
@@ -82,6 +87,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             printed.difference_update([n for n in printed if n < records[0].number])
 
     try:
+        signal.signal(signal.SIGTERM, _interrupt)
         while True:
             proxy.wait_until(lambda records: bool(unreported(records)), timeout=0.5)
             report()
@@ -114,18 +120,21 @@ def register(sub: Any) -> None:
                    help="which bytes the faults touch: down = server -> client (default), up = client -> server, "
                         "both = each direction on its own")
     p.add_argument("--latency", type=_option(parse_latency), metavar="MS[:JITTER]",
-                   help="delay each write by MS milliseconds, plus or minus up to JITTER (e.g. 100:20)")
+                   help="deliver each write MS milliseconds (plus or minus up to JITTER) after its bytes reached "
+                        "the proxy, e.g. 100:20: a shift in time, as on a long cable, not a pause per write")
     p.add_argument("--bandwidth", type=_option(parse_bandwidth), metavar="BYTES_PER_S",
                    help="at most this many bytes per second, in writes of a tenth of a second's worth")
     p.add_argument("--slice", type=_option(parse_slice), metavar="MIN:MAX[:DELAY_MS]",
                    help="cut the bytes into writes of MIN to MAX bytes (1:8 cuts inside UTF-8 characters), "
                         "optionally DELAY_MS apart")
     p.add_argument("--cut-after", type=count("--cut-after"), metavar="BYTES",
-                   help="after BYTES bytes, close the connection cleanly (FIN to both peers)")
+                   help="after BYTES bytes in a faulted direction, close the connection cleanly (FIN to both "
+                        "peers; the receiver gets exactly BYTES bytes)")
     p.add_argument("--reset-after", type=count("--reset-after"), metavar="BYTES",
-                   help="after BYTES bytes, reset the connection (RST to both peers)")
+                   help="after BYTES bytes in a faulted direction, reset the connection (RST to both peers, "
+                        "once the receiver has the BYTES bytes)")
     p.add_argument("--stall-after", type=count("--stall-after"), metavar="BYTES",
-                   help="after BYTES bytes, pass nothing more, not even the end, and keep the connection open "
-                        "until a peer gives up or the proxy stops")
+                   help="after BYTES bytes in a faulted direction, pass nothing more in it, not even the end, "
+                        "and keep the connection open until a peer gives up or the proxy stops")
     p.add_argument("--quiet", action="store_true", help="do not print a line per finished connection")
     p.set_defaults(func=_cmd_chaos, parser=p)
