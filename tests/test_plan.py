@@ -31,6 +31,8 @@ from streamlab.core.script import (
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="m")
 RESP = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], model="r")
+HI = [{"role": "user", "content": "hi"}]
+"""The planner checks requests as the real API does (`messages` / `input` required), so requests here carry them."""
 
 
 def request(method: str, target: str, body: object = None, *, key: str | None = None,
@@ -138,8 +140,8 @@ def test_routes_come_from_one_table_with_one_405_and_one_404():
     assert reply.status == 405 and "use POST" in reply.body["error"]["message"]
     reply = plan(room, request("GET", "/v1/models")).action
     assert reply.status == 404 and reply.body["error"]["code"] == "unknown_url"
-    assert isinstance(plan(room, request("POST", "/v1/chat/completions/", {"model": "m", "stream": True})).action,
-                      Stream)  # a trailing slash is the same path
+    trailing = request("POST", "/v1/chat/completions/", {"model": "m", "messages": HI, "stream": True})
+    assert isinstance(plan(room, trailing).action, Stream)  # a trailing slash is the same path
 
 
 # -- validation like the real API ------------------------------------------------------------------------
@@ -151,7 +153,7 @@ def test_routes_come_from_one_table_with_one_405_and_one_404():
     (b"1" * 5000, {}, "not valid JSON", None),
     (b"[1]", {}, "must be a JSON object", None),
     (b'{"messages": []}', {}, "model", "model"),
-    (b'{"model": "m"}', {"Content-Type": "text/plain"}, "Content-Type", None),
+    (b'{"model": "m", "messages": []}', {"Content-Type": "text/plain"}, "Content-Type", None),
 ])
 def test_bad_bodies_get_a_400_not_an_exception(body, headers, fragment, param):
     reply = chat(Room({"m": Episode()}), body, headers=headers)
@@ -160,13 +162,13 @@ def test_bad_bodies_get_a_400_not_an_exception(body, headers, fragment, param):
 
 
 def test_content_type_with_parameters_is_json():
-    reply = chat(Room({"m": Episode([Send(CHAT[0])])}), {"model": "m", "stream": True},
+    reply = chat(Room({"m": Episode([Send(CHAT[0])])}), {"model": "m", "messages": HI, "stream": True},
                  headers={"Content-Type": "application/json; charset=utf-8"})
     assert isinstance(reply, Stream)
 
 
 def test_require_input_refuses_chat_without_messages_and_responses_without_input():
-    room = Room({"m": Episode([Send(f) for f in CHAT])}, options=Options(require_input=True))
+    room = Room({"m": Episode([Send(f) for f in CHAT])})  # the default, as the real API checks
     reply = chat(room, {"model": "m"})
     assert reply.status == 400 and reply.body["error"]["param"] == "messages"
     assert reply.body["error"]["code"] == "missing_required_parameter"
@@ -175,24 +177,26 @@ def test_require_input_refuses_chat_without_messages_and_responses_without_input
     assert reply.status == 400 and reply.body["error"]["param"] == "input"
     assert isinstance(chat(room, {"model": "m", "messages": [], "stream": True}), Stream)
     assert room.requests_for("m") == 1  # refused requests do not use up an episode
+    lenient = Room({"m": Episode([Send(f) for f in CHAT])}, options=Options(require_input=False))
+    assert isinstance(chat(lenient, {"model": "m", "stream": True}), Stream)
 
 
 # -- the usage chunk -----------------------------------------------------------------------------------------
 
 
 def test_usage_chunk_only_when_include_usage_is_set():
-    room = Room({"m": Episode([Send(f) for f in CHAT])}, options=Options(usage="requested"))
-    without = written(chat(room, {"model": "m", "stream": True}))
+    room = Room({"m": Episode([Send(f) for f in CHAT])})  # the default, as the real API sends it
+    without = written(chat(room, {"model": "m", "messages": HI, "stream": True}))
     assert without == b"".join(CHAT[:5] + CHAT[6:])  # CHAT[5] is the usage-only chunk
-    with_usage = written(chat(room, {"model": "m", "stream": True, "stream_options": {"include_usage": True}}))
-    assert with_usage == b"".join(CHAT)
-    scripted = Room({"m": Episode([Send(f) for f in CHAT])})
-    assert written(chat(scripted, {"model": "m", "stream": True})) == b"".join(CHAT)  # the default plays the script
+    asked = {"model": "m", "messages": HI, "stream": True, "stream_options": {"include_usage": True}}
+    assert written(chat(room, asked)) == b"".join(CHAT)
+    scripted = Room({"m": Episode([Send(f) for f in CHAT])}, options=Options(usage="scripted"))
+    assert written(chat(scripted, {"model": "m", "messages": HI, "stream": True})) == b"".join(CHAT)  # every byte
 
 
 def test_responses_usage_stays_on_the_terminal_event():
-    room = Room({"r": Episode([Send(f) for f in RESP])}, options=Options(usage="requested"))
-    stream = plan(room, request("POST", "/v1/responses", {"model": "r", "stream": True})).action
+    room = Room({"r": Episode([Send(f) for f in RESP])})
+    stream = plan(room, request("POST", "/v1/responses", {"model": "r", "input": "hi", "stream": True})).action
     assert written(stream) == b"".join(RESP)
 
 
@@ -206,7 +210,7 @@ def test_strip_usage_keeps_other_frames_of_the_same_send_and_drops_empty_sends()
 
 def test_each_learner_gets_their_own_episodes():
     room = Room(scenario("flaky"))
-    body = {"model": "flaky", "stream": True}
+    body = {"model": "flaky", "messages": HI, "stream": True}
     assert chat(room, body, key="ada").status == 429
     assert chat(room, body, key="bob").status == 429  # bob's first request, though ada already had hers
     assert isinstance(chat(room, body, key="ada"), Stream)
@@ -222,8 +226,8 @@ def test_learner_of_reads_the_bearer_token():
 
 def test_one_learners_cancel_never_touches_another():
     room = Room(scenario("background"))
-    ada = plan(room, request("POST", "/v1/responses", {"model": "bg", "stream": True}, key="ada")).action
-    bob = plan(room, request("POST", "/v1/responses", {"model": "bg", "stream": True}, key="bob")).action
+    ada = plan(room, request("POST", "/v1/responses", {"model": "bg", "input": "hi", "stream": True}, key="ada")).action
+    bob = plan(room, request("POST", "/v1/responses", {"model": "bg", "input": "hi", "stream": True}, key="bob")).action
     assert ada.cancel_key == ("ada", "resp_demo") and bob.cancel_key == ("bob", "resp_demo")
     reply = plan(room, request("POST", "/v1/responses/resp_demo/cancel", key="ada")).action
     assert reply.status == 200 and reply.body["status"] == "cancelled"
@@ -235,7 +239,7 @@ def test_one_learners_cancel_never_touches_another():
 
 def test_reset_starts_only_the_caller_over():
     room = Room(scenario("flaky"))
-    body = {"model": "flaky", "stream": True}
+    body = {"model": "flaky", "messages": HI, "stream": True}
     chat(room, body, key="ada")
     chat(room, body, key="bob")
     reply = plan(room, request("POST", "/v1/reset", key="ada")).action
@@ -249,13 +253,13 @@ def test_reset_starts_only_the_caller_over():
 def test_the_room_forgets_the_least_recent_learner_past_its_bound():
     room = Room(scenario("flaky"), max_learners=2)
     for key in ("a", "b", "c"):
-        chat(room, {"model": "flaky"}, key=key)
+        chat(room, {"model": "flaky", "messages": HI}, key=key)
     assert list(room.learners) == ["b", "c"]
 
 
 def test_a_new_create_request_makes_its_stored_response_fresh():
     room = Room(scenario("background"))
-    create = request("POST", "/v1/responses", {"model": "bg", "stream": True}, key="ada")
+    create = request("POST", "/v1/responses", {"model": "bg", "input": "hi", "stream": True}, key="ada")
     plan(room, create)
     plan(room, request("POST", "/v1/responses/resp_demo/cancel", key="ada"))
     stream = plan(room, create).action
@@ -270,7 +274,7 @@ def test_last_event_id_skips_delivered_bytes_and_their_waits_but_not_stalls():
     payload = b"".join(frames)
     steps = [Wait(0.3), Send(payload[:7]), Stall(0.2), Send(payload[7:30]), Wait(0.3), Send(payload[30:])]
     room = Room({"m": Episode(steps)})
-    decision = plan(room, request("POST", "/v1/chat/completions", {"model": "m", "stream": True},
+    decision = plan(room, request("POST", "/v1/chat/completions", {"model": "m", "messages": HI, "stream": True},
                                   headers={"Last-Event-ID": "2"}))
     assert decision.note.resumed_after == "2"
     assert written(decision.action) == frames[2]
@@ -309,7 +313,7 @@ def test_endings():
 
 def test_error_episode_reply_carries_its_wait_and_headers():
     room = Room({"m": error_episode(503, "busy", retry_after=2, wait=0.25)})
-    reply = chat(room, {"model": "m"})
+    reply = chat(room, {"model": "m", "messages": HI})
     assert reply == Reply(503, {"error": {"message": "busy", "type": "server_error", "param": None, "code": None}},
                           (("Retry-After", "2"),), wait=0.25)
 

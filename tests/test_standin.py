@@ -40,6 +40,11 @@ from streamlab.net.standin import (
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="m")
 RESP = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], model="r")
+HI = [{"role": "user", "content": "hi"}]
+"""The stand-in checks requests as the real API does, so every Chat request here carries `messages` (and
+every Responses request an `input`); servers whose bytes are compared with the script's play them all
+(`usage="scripted"`: the real API sends the usage-only chunk only with `stream_options.include_usage`)."""
+ASK = {"model": "m", "messages": HI, "stream": True}
 
 
 pytestmark = pytest.mark.usefixtures("no_leaked_threads")  # see conftest.py
@@ -71,8 +76,8 @@ def raw_request(port: int, request: bytes, *, read_until_close: bool = True) -> 
 
 
 def test_stream_sends_each_send_as_one_chunk_and_ends_cleanly():
-    with StandIn({"m": Episode(paced(CHAT, first=0.05, gap=0.01))}) as server:
-        body = json.dumps({"model": "m", "stream": True}).encode()
+    with StandIn({"m": Episode(paced(CHAT, first=0.05, gap=0.01))}, usage="scripted") as server:
+        body = json.dumps(ASK).encode()
         reply = raw_request(server.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
                             b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         head, _, rest = reply.partition(b"\r\n\r\n")
@@ -87,13 +92,14 @@ def test_stream_sends_each_send_as_one_chunk_and_ends_cleanly():
         assert rec.outcome == "complete" and not rec.client_gone
         assert rec.written == b"".join(CHAT) and rec.frames_written == len(CHAT)
         assert rec.model == "m" and rec.episode == 0 and rec.stream and rec.status == 200
-        assert rec.json == {"model": "m", "stream": True}
+        assert rec.json == ASK
 
 
 def test_waits_are_honoured_first_bytes_not_before_schedule():
-    with StandIn({"m": Episode(paced(CHAT, first=0.2, gap=0.02))}) as server, httpx.Client() as client:
+    with StandIn({"m": Episode(paced(CHAT, first=0.2, gap=0.02))}, usage="scripted") as server, \
+            httpx.Client() as client:
         t0 = time.perf_counter()
-        with client.stream("POST", server.url("chat/completions"), json={"model": "m", "stream": True}) as r:
+        with client.stream("POST", server.url("chat/completions"), json=ASK) as r:
             arrivals = [(time.perf_counter() - t0, chunk) for chunk in r.iter_bytes()]
         assert b"".join(c for _, c in arrivals) == b"".join(CHAT)
         assert arrivals[0][0] >= 0.2  # the first frame cannot come before its scheduled wait
@@ -104,27 +110,27 @@ def test_waits_are_honoured_first_bytes_not_before_schedule():
 def test_episodes_play_in_order_and_the_last_repeats():
     one = shapes.chat_text_stream(["one"], model="m")
     two = shapes.chat_text_stream(["two"], model="m")
-    with StandIn({"m": [Episode([Send(f) for f in one]), Episode([Send(f) for f in two])]}) as server, \
-            httpx.Client() as client:
-        texts = [post(client, server, "chat/completions", {"model": "m", "stream": True}).content for _ in range(3)]
+    with StandIn({"m": [Episode([Send(f) for f in one]), Episode([Send(f) for f in two])]},
+                 usage="scripted") as server, httpx.Client() as client:
+        texts = [post(client, server, "chat/completions", ASK).content for _ in range(3)]
         assert texts == [b"".join(one), b"".join(two), b"".join(two)]
         assert [r.episode for r in server.records()] == [0, 1, 1]
         assert server.requests_for("m") == 3
         server.reset()
         assert server.records() == [] and server.requests_for("m") == 0
-        assert post(client, server, "chat/completions", {"model": "m", "stream": True}).content == b"".join(one)
+        assert post(client, server, "chat/completions", ASK).content == b"".join(one)
 
 
 def test_error_episode_then_stream_with_retry_headers():
     script = {"m": [error_episode(429, "slow down", type="rate_limit_exceeded", code="rate_limit_exceeded",
                                   retry_after=2, retry_after_ms=150), Episode([Send(f) for f in CHAT])]}
-    with StandIn(script) as server, httpx.Client() as client:
-        r = post(client, server, "chat/completions", {"model": "m", "stream": True})
+    with StandIn(script, usage="scripted") as server, httpx.Client() as client:
+        r = post(client, server, "chat/completions", ASK)
         assert r.status_code == 429
         assert r.headers["retry-after-ms"] == "150" and r.headers["retry-after"] == "2"
         assert r.json() == {"error": {"message": "slow down", "type": "rate_limit_exceeded", "param": None,
                                       "code": "rate_limit_exceeded"}}
-        r = post(client, server, "chat/completions", {"model": "m", "stream": True})
+        r = post(client, server, "chat/completions", ASK)
         assert r.status_code == 200 and r.content == b"".join(CHAT)
         assert server.wait_idle()  # the record is completed just after the last byte is handed to the client
         assert [rec.outcome for rec in server.records()] == ["http_error", "complete"]
@@ -136,7 +142,7 @@ def test_error_episode_accepts_http_date_and_custom_body():
     custom = ErrorEpisode(500, {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}},
                           (("x-request-id", "req_1"),))
     with StandIn({"m": custom}) as server, httpx.Client() as client:
-        r = post(client, server, "chat/completions", {"model": "m"})
+        r = post(client, server, "chat/completions", {"model": "m", "messages": HI})
         assert r.status_code == 500 and r.headers["x-request-id"] == "req_1"
         assert r.json()["error"]["message"] == "boom"
 
@@ -162,7 +168,7 @@ def test_non_streaming_gets_one_json_body_after_the_thinking_time():
 def test_non_streaming_uses_the_episode_body_when_given():
     body = shapes.chat_completion_body("given", model="m")
     with StandIn({"m": Episode([Send(f) for f in CHAT], body=body)}) as server, httpx.Client() as client:
-        assert post(client, server, "chat/completions", {"model": "m"}).json() == body
+        assert post(client, server, "chat/completions", {"model": "m", "messages": HI}).json() == body
 
 
 def test_non_streaming_responses_body_is_the_terminal_response():
@@ -174,14 +180,14 @@ def test_non_streaming_responses_body_is_the_terminal_response():
 
 def test_non_streaming_without_derivable_body_is_a_clear_500():
     with StandIn({"m": Episode([Send(b": only a comment\n\n")])}) as server, httpx.Client() as client:
-        r = post(client, server, "chat/completions", {"model": "m"})
+        r = post(client, server, "chat/completions", {"model": "m", "messages": HI})
         assert r.status_code == 500 and "no non-streaming body" in r.json()["error"]["message"]
 
 
 def test_keepalive_comment_and_empty_send_and_end():
     steps = [Send(CHAT[0]), KeepAlive(), Send(b""), KeepAlive("still thinking"), End(), Send(CHAT[1])]
     with StandIn({"m": Episode(steps)}) as server, httpx.Client() as client:
-        r = post(client, server, "chat/completions", {"model": "m", "stream": True})
+        r = post(client, server, "chat/completions", ASK)
         assert r.content == CHAT[0] + b": ping\n\n" + b": still thinking\n\n"  # nothing after End
         events, truncated = parse(r.content)
         assert len(events) == 1 and not truncated
@@ -190,7 +196,7 @@ def test_keepalive_comment_and_empty_send_and_end():
 def test_cut_closes_without_the_terminating_chunk():
     half = CHAT[3][: CHAT[3].index(b"\xc3") + 1]  # stop inside the two-byte character
     with StandIn({"m": Episode([Send(CHAT[0]), Send(half), Cut()])}) as server:
-        body = json.dumps({"model": "m", "stream": True}).encode()
+        body = json.dumps(ASK).encode()
         reply = raw_request(server.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         chunks, terminated = dechunk(reply.partition(b"\r\n\r\n")[2])
@@ -203,7 +209,7 @@ def test_cut_closes_without_the_terminating_chunk():
 def test_server_notices_a_client_that_goes_away():
     frames = shapes.chat_text_stream([f"t{i:03d} " for i in range(200)], model="m")
     with StandIn({"m": Episode(paced(frames, gap=0.01))}) as server, httpx.Client() as client:
-        with client.stream("POST", server.url("chat/completions"), json={"model": "m", "stream": True}) as r:
+        with client.stream("POST", server.url("chat/completions"), json=ASK) as r:
             for _ in r.iter_bytes():
                 break
         assert server.wait_until(lambda rs: rs and rs[0].finished)
@@ -216,7 +222,7 @@ def test_server_notices_a_client_that_goes_away():
 def test_a_stall_forever_ends_when_the_client_leaves():
     with StandIn({"m": Episode([Send(CHAT[0]), Stall()])}) as server:
         with httpx.Client(timeout=httpx.Timeout(5, read=0.2)) as client, pytest.raises(httpx.ReadTimeout):
-            with client.stream("POST", server.url("chat/completions"), json={"model": "m", "stream": True}) as r:
+            with client.stream("POST", server.url("chat/completions"), json=ASK) as r:
                 for _ in r.iter_bytes():
                     pass
         assert server.wait_until(lambda rs: rs and rs[0].finished)
@@ -227,9 +233,10 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
     server = StandIn({"m": Episode([Send(CHAT[0]), Stall()]), "ok": Episode([Send(f) for f in CHAT])}).start()
     client = httpx.Client()
     try:
-        post(client, server, "chat/completions", {"model": "ok", "stream": True})  # leaves a kept-alive connection
+        ok = {"model": "ok", "messages": HI, "stream": True}
+        post(client, server, "chat/completions", ok)  # leaves a kept-alive connection
         stalled = client.send(client.build_request("POST", server.url("chat/completions"),
-                                                   json={"model": "m", "stream": True}), stream=True)
+                                                   json=ASK), stream=True)
         chunks = stalled.iter_bytes()  # keep the generator: dropping it would close the response
         assert next(chunks) == CHAT[0]
         t0 = time.perf_counter()
@@ -253,7 +260,7 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
         ("POST", "/v1/chat/completions", b"[1, 2]", {}, 400, "must be a JSON object"),
         ("POST", "/v1/chat/completions", b'{"stream": true}', {}, 400, "model"),
         ("POST", "/v1/chat/completions", b'{"model": 7}', {}, 400, "model"),
-        ("POST", "/v1/chat/completions", b'{"model": "nope"}', {}, 404, "does not exist"),
+        ("POST", "/v1/chat/completions", b'{"model": "nope", "messages": []}', {}, 404, "does not exist"),
         ("POST", "/v1/responses", b"", {}, 400, "missing request body"),
         ("GET", "/v1/chat/completions", b"", {}, 405, "use POST"),
         ("DELETE", "/v1/responses/resp_x", b"", {}, 405, "use GET"),
@@ -271,20 +278,21 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
 def test_malformed_requests_get_openai_shaped_errors_and_the_server_keeps_serving(
     method, path, content, headers, status, fragment
 ):
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_body_bytes=1000) as server, httpx.Client() as client:
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_body_bytes=1000, usage="scripted") as server, \
+            httpx.Client() as client:
         r = client.request(method, f"http://127.0.0.1:{server.port}{path}", content=content, headers=headers)
         assert r.status_code == status
         err = r.json()["error"]
         assert set(err) == {"message", "type", "param", "code"}
         assert fragment in err["message"]
-        ok = post(client, server, "chat/completions", {"model": "m", "stream": True})
+        ok = post(client, server, "chat/completions", ASK)
         assert ok.status_code == 200 and ok.content == b"".join(CHAT)
         assert [rec.status for rec in server.records()] == [status, 200]
 
 
 def test_unknown_model_error_names_the_scripted_models():
     with StandIn({"b": Episode(), "a": Episode()}) as server, httpx.Client() as client:
-        err = post(client, server, "chat/completions", {"model": "zz"}).json()["error"]
+        err = post(client, server, "chat/completions", {"model": "zz", "messages": HI}).json()["error"]
         assert err["code"] == "model_not_found" and err["param"] == "model" and "a, b" in err["message"]
 
 
@@ -299,7 +307,7 @@ def test_garbage_request_line_and_bad_content_length_get_json_errors():
                             b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
         assert b" 411 " in reply.split(b"\r\n", 1)[0]
         with httpx.Client() as client:
-            assert post(client, server, "chat/completions", {"model": "m", "stream": True}).status_code == 200
+            assert post(client, server, "chat/completions", ASK).status_code == 200
 
 
 # -- Last-Event-ID and stored (background) responses -------------------------------------------------
@@ -309,9 +317,9 @@ def test_last_event_id_resumes_after_the_frame_that_set_it():
     frames = [shapes.sse_frame(f"part {i}", id=str(i)) for i in range(1, 6)]
     with StandIn({"m": Episode([Send(f) for f in frames])}) as server, httpx.Client() as client:
         url = server.url("chat/completions")
-        r = client.post(url, json={"model": "m", "stream": True}, headers={"Last-Event-ID": "3"})
+        r = client.post(url, json=ASK, headers={"Last-Event-ID": "3"})
         assert r.content == frames[3] + frames[4]
-        r = client.post(url, json={"model": "m", "stream": True}, headers={"Last-Event-ID": "unknown"})
+        r = client.post(url, json=ASK, headers={"Last-Event-ID": "unknown"})
         assert r.content == b"".join(frames)  # an ID the stream never set: send it all
         assert [rec.resumed_after for rec in server.records()] == ["3", None]
 
@@ -323,7 +331,7 @@ def test_last_event_id_skips_partial_sends_and_their_waits():
     steps = [Wait(0.3), Send(pieces[0]), Wait(0.3), Send(pieces[1]), Send(pieces[2])]
     with StandIn({"m": Episode(steps)}) as server, httpx.Client() as client:
         t0 = time.perf_counter()
-        r = client.post(server.url("chat/completions"), json={"model": "m", "stream": True},
+        r = client.post(server.url("chat/completions"), json=ASK,
                         headers={"Last-Event-ID": "2"})
         assert r.content == frames[2]
         assert time.perf_counter() - t0 < 0.6  # the waits before already-delivered bytes are skipped
@@ -362,8 +370,8 @@ def test_background_episode_is_stored_and_resumable():
     whole = StoredResponse.from_frames(RESP)
     script = {"bg": Episode([Send(f) for f in RESP[:7]] + [Cut()], store_as="resp_demo", stored=whole)}
     with StandIn(script) as server, httpx.Client() as client:
-        with pytest.raises(httpx.RemoteProtocolError), \
-                client.stream("POST", server.url("responses"), json={"model": "bg", "stream": True}) as r:
+        with pytest.raises(httpx.RemoteProtocolError), client.stream(
+                "POST", server.url("responses"), json={"model": "bg", "input": "hi", "stream": True}) as r:
             got = bytearray()
             for chunk in r.iter_bytes():
                 got += chunk
@@ -377,7 +385,7 @@ def test_cancel_stops_a_playing_background_stream():
     frames = shapes.responses_text_stream([f"w{i} " for i in range(100)], model="bg")
     script = {"bg": Episode(paced(frames, gap=0.01), store_as="resp_demo")}
     with StandIn(script) as server, httpx.Client() as client:
-        with client.stream("POST", server.url("responses"), json={"model": "bg", "stream": True}) as r:
+        with client.stream("POST", server.url("responses"), json={"model": "bg", "input": "hi", "stream": True}) as r:
             chunks = r.iter_bytes()
             next(chunks)
             cancel = client.post(server.url("responses/resp_demo/cancel"))
@@ -402,7 +410,7 @@ def test_serve_replaces_the_previous_server():
         with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
             pass
         with httpx.Client() as client:
-            assert post(client, second, "chat/completions", {"model": "m", "stream": True}).content == CHAT[1]
+            assert post(client, second, "chat/completions", ASK).content == CHAT[1]
     finally:
         stop_serving()
     assert not second.running
@@ -421,12 +429,12 @@ def test_base_url_and_errors_before_start():
 
 
 def test_concurrent_requests_are_all_recorded():
-    with StandIn({"m": Episode(paced(CHAT, first=0.05, gap=0.01))}) as server:
+    with StandIn({"m": Episode(paced(CHAT, first=0.05, gap=0.01))}, usage="scripted") as server:
         results: list[bytes] = []
 
         def one() -> None:
             with httpx.Client() as client:
-                results.append(post(client, server, "chat/completions", {"model": "m", "stream": True}).content)
+                results.append(post(client, server, "chat/completions", ASK).content)
 
         threads = [threading.Thread(target=one) for _ in range(20)]
         for t in threads:
@@ -481,8 +489,9 @@ def test_named_scenarios_play(name):
     with StandIn(scenario(name)) as server, httpx.Client() as client:
         (model,) = scenario(name)
         path = "responses" if model in ("responses", "bg") else "chat/completions"
+        given = {"input": "hi"} if path == "responses" else {"messages": HI}
         if name == "stall":  # endless keep-alives: read the first bytes only
-            with client.stream("POST", server.url(path), json={"model": model, "stream": True}) as r:
+            with client.stream("POST", server.url(path), json={"model": model, **given, "stream": True}) as r:
                 got = b""
                 for chunk in r.iter_bytes():
                     got += chunk
@@ -491,7 +500,7 @@ def test_named_scenarios_play(name):
                 assert b'"content":"still "' in got
             return
         try:
-            r = post(client, server, path, {"model": model, "stream": True})
+            r = post(client, server, path, {"model": model, **given, "stream": True})
         except httpx.RemoteProtocolError:  # the scenarios that cut on purpose
             assert name in ("cutoff", "background")
             return

@@ -26,6 +26,8 @@ from streamlab.core.endings import Ending
 from streamlab.net.standin import Episode, Send, Stall, StandIn, paced
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="m")
+ASK = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+"""A request as the real API wants it (the stand-in refuses a Chat request without `messages`)."""
 USAGE_CHUNK = CHAT[5]  # the usage-only chunk (choices: [])
 
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads"), pytest.mark.net]
@@ -87,7 +89,7 @@ def test_stop_during_a_final_stall_records_stopped_and_never_ends_the_body_clean
     server = _StopSeesTheHandlerFirst({"m": Episode([Send(CHAT[0]), Stall()])}).start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-            body = json.dumps({"model": "m", "stream": True}).encode()
+            body = json.dumps(ASK).encode()
             sock.sendall(post_head(body) + body)
             server.wait_until(lambda rs: bool(rs) and rs[0].frames_written == 1)
             server.stop()
@@ -112,7 +114,9 @@ def test_stop_during_a_final_stall_records_stopped_and_never_ends_the_body_clean
     ("chat/completions", b'{"messages": []}', {}, "model"),
 ])
 def test_bad_requests_get_an_openai_shaped_400_and_a_finished_record(path, body, headers, fragment):
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, require_input=True) as server, httpx.Client() as client:
+    # usage="scripted": the request after the refusal must get every scripted byte, the usage chunk included
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, require_input=True, usage="scripted") as server, \
+            httpx.Client() as client:
         r = client.post(server.url(path), content=body, headers={"Content-Type": "application/json", **headers})
         assert r.status_code == 400
         err = r.json()["error"]
@@ -131,7 +135,7 @@ def test_oversize_body_gets_413_before_any_100_continue():
             reply = read_all(sock)
         assert status_of(reply) == 413 and b"100 Continue" not in reply
         assert "exceeds" in json_of(reply)["error"]["message"]
-        body = json.dumps({"model": "m", "stream": True}).encode()
+        body = json.dumps(ASK).encode()
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(post_head(body, b"Expect: 100-continue", b"Connection: close"))
             sock.settimeout(10)
@@ -154,7 +158,7 @@ def test_malformed_heads_get_a_reply_not_silence(raw, status, fragment):
         reply = exchange(server.port, raw)
         assert status_of(reply) == status and fragment in json_of(reply)["error"]["message"]
         with httpx.Client() as client:
-            assert client.post(server.url("chat/completions"), json={"model": "m", "stream": True}).status_code == 200
+            assert client.post(server.url("chat/completions"), json=ASK).status_code == 200
 
 
 # -- the usage chunk ----------------------------------------------------------------------------------------
@@ -204,9 +208,9 @@ def test_half_sent_requests_are_answered_408_and_release_their_threads():
 
 def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout():
     with StandIn({"m": Episode([Send(f) for f in CHAT])}, idle_timeout=0.2) as server, httpx.Client() as client:
-        assert client.post(server.url("chat/completions"), json={"model": "m", "stream": True}).status_code == 200
+        assert client.post(server.url("chat/completions"), json=ASK).status_code == 200
         assert server.wait_connections(0, timeout=30)
-        assert client.post(server.url("chat/completions"), json={"model": "m", "stream": True}).status_code == 200
+        assert client.post(server.url("chat/completions"), json=ASK).status_code == 200
 
 
 def test_connections_over_the_cap_get_a_503_and_the_slot_comes_back():
@@ -221,7 +225,7 @@ def test_connections_over_the_cap_get_a_503_and_the_slot_comes_back():
             held.pop().close()
             assert server.wait_connections(1, timeout=30)
             with httpx.Client() as client:
-                r = client.post(server.url("chat/completions"), json={"model": "m", "stream": True})
+                r = client.post(server.url("chat/completions"), json=ASK)
                 assert r.status_code == 200
         finally:
             for sock in held:
@@ -234,11 +238,12 @@ def test_connections_over_the_cap_get_a_503_and_the_slot_comes_back():
 
 def test_records_are_a_bounded_ring_with_totals_and_a_feed_of_finished_requests():
     finished: queue.Queue = queue.Queue()
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_records=5, max_record_bytes=100) as server, \
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_records=5, max_record_bytes=100,
+                 usage="scripted") as server, \
             httpx.Client() as client:
         unsubscribe = server.subscribe(finished.put)
         for _ in range(12):
-            client.post(server.url("chat/completions"), json={"model": "m", "stream": True})
+            client.post(server.url("chat/completions"), json=ASK)
         fed = [finished.get(timeout=30) for _ in range(12)]
         assert sorted(r.index for r in fed) == list(range(12)) and all(r.finished for r in fed)
         records = server.records()
@@ -247,7 +252,7 @@ def test_records_are_a_bounded_ring_with_totals_and_a_feed_of_finished_requests(
         totals = server.totals()
         assert totals.requests == 12 and totals.endings == {Ending.COMPLETE: 12}
         unsubscribe()
-        client.post(server.url("chat/completions"), json={"model": "m", "stream": True})
+        client.post(server.url("chat/completions"), json=ASK)
         assert server.wait_idle() and server.totals().requests == 13
         assert finished.empty()
 
@@ -279,7 +284,7 @@ def test_a_record_keeps_at_most_its_byte_budget_of_a_large_request():
     with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_record_bytes=100) as server, httpx.Client() as client:
         body = {"model": "m", "messages": [{"role": "user", "content": "x" * 1000}], "stream": True}
         assert client.post(server.url("chat/completions"), json=body).status_code == 200
-        small = {"model": "m", "stream": True}
+        small = ASK
         assert client.post(server.url("chat/completions"), json=small).status_code == 200
         assert server.wait_idle()
         large, short = server.records()

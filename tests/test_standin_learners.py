@@ -47,7 +47,7 @@ def test_one_learners_cancel_never_touches_another_learners_stream():
     frames = shapes.responses_text_stream([f"w{i} " for i in range(100)], model="bg", response_id="resp_long")
     with StandIn({"bg": Episode(paced(frames, gap=0.01), store_as="resp_long")}) as server, \
             learner(server, "ada") as ada, learner(server, "bob") as bob:
-        body = {"model": "bg", "stream": True}
+        body = {"model": "bg", "input": "hi", "stream": True}
         with ada.stream("POST", server.url("responses"), json=body) as a, \
                 bob.stream("POST", server.url("responses"), json=body) as b:
             a_chunks, b_chunks = a.iter_bytes(), b.iter_bytes()
@@ -81,7 +81,7 @@ def test_post_reset_starts_only_the_caller_over_and_standin_reset_everyone():
 def test_anonymous_requests_are_one_learner_apart_from_every_key():
     with StandIn(scenario("flaky")) as server, httpx.Client() as anonymous, learner(server, "ada") as ada:
         url = server.url("chat/completions")
-        body = {"model": "flaky", "stream": True}
+        body = {"model": "flaky", "messages": MESSAGES, "stream": True}
         assert anonymous.post(url, json=body).status_code == 429
         assert ada.post(url, json=body).status_code == 429
         assert anonymous.post(url, json=body).status_code == 200

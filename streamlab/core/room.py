@@ -26,7 +26,8 @@ from typing import Literal
 from .request import RequestHead
 from .script import Episode, ErrorEpisode, Script, ScriptValue, Step, StoredResponse, normalise_scripts
 
-__all__ = ["Learner", "Options", "Room", "UsagePolicy", "learner_of", "ANONYMOUS", "DEFAULT_MAX_LEARNERS"]
+__all__ = ["Learner", "Options", "Room", "UsagePolicy", "learner_of", "ANONYMOUS", "DEFAULT_MAX_LEARNERS",
+           "DEFAULT_OPTIONS"]
 
 ANONYMOUS = ""
 """The learner of requests without an `Authorization` header."""
@@ -48,22 +49,26 @@ def learner_of(head: RequestHead) -> str:
 
 @dataclass(frozen=True)
 class Options:
-    """How closely the stand-in imitates the real API's checks.
+    """How closely the stand-in imitates the real API's checks. The defaults are the real API's.
 
-    `usage`: "requested" sends a scripted Chat usage-only chunk (`choices: []` with `usage`) only when the
-    request asks for it with `stream_options.include_usage`, as the real API does; "scripted" (the default)
-    plays every scripted byte as is, which is what a test of exact bytes wants. `require_input`: refuse a
-    Chat request without `messages`, or a Responses request without `input`, with the real API's 400 (off
-    by default: the labs' short requests name only the model). `streamlab standin`, which serves learners
-    using the official SDK, turns both on.
+    `usage`: "requested" (the default) sends a scripted Chat usage-only chunk (`choices: []` with `usage`)
+    only when the request asks for it with `stream_options.include_usage`, as the real API does; "scripted"
+    plays every scripted byte as is, which is what a test of exact scripted bytes wants. `require_input`
+    (on by default): refuse a Chat request without `messages`, or a Responses request without `input`,
+    with the real API's 400. `streamlab standin --lenient` turns both off.
     """
 
-    usage: UsagePolicy = "scripted"
-    require_input: bool = False
+    usage: UsagePolicy = "requested"
+    require_input: bool = True
 
     def __post_init__(self) -> None:
         if self.usage not in ("requested", "scripted"):
             raise ValueError(f"usage must be 'requested' or 'scripted', got {self.usage!r}")
+
+
+DEFAULT_OPTIONS = Options()
+"""The one place the stand-in's defaults are set (`StandIn`, `serve()` and `Room` read it): the real API's
+behaviour, so code that works against the stand-in works against the real thing."""
 
 
 @dataclass
@@ -91,7 +96,7 @@ class Room:
         scripts: Mapping[str, ScriptValue],
         *,
         stored: Mapping[str, StoredResponse] | None = None,
-        options: Options = Options(),
+        options: Options = DEFAULT_OPTIONS,
         max_learners: int = DEFAULT_MAX_LEARNERS,
     ) -> None:
         if max_learners < 1:

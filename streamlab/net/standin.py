@@ -42,7 +42,7 @@ from typing import Any
 from ..core.actions import Decision, Stream
 from ..core.plan import derive_body, plan, stream_cancelled
 from ..core.request import Request
-from ..core.room import Options, Room, UsagePolicy
+from ..core.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
 from ..core.scenarios import SCENARIOS, scenario
 from ..core.script import (
     Cut,
@@ -196,7 +196,9 @@ class StandIn:
     `scripts` maps a model name to one episode or a list of them. `stored` maps response ids to
     `StoredResponse`s for the resume route (episodes with `store_as` add theirs automatically).
     `usage` and `require_input` choose how closely requests are checked like the real API
-    (`streamlab.core.room.Options`); the timeouts and caps are described in the module docstring.
+    (`streamlab.core.room.Options`): by default as the real API does, `messages`/`input` required and the
+    Chat usage chunk only with `stream_options.include_usage`; `usage="scripted"` plays every scripted byte.
+    The timeouts and caps are described in the module docstring.
     Use it as a context manager (`with StandIn(scripts) as server:`), or call `start()` and `stop()`.
     Stopping ends stalled streams, closes every connection and joins every thread it started.
     """
@@ -216,8 +218,8 @@ class StandIn:
         max_connections: int = Limits.max_connections,
         max_records: int = DEFAULT_MAX_RECORDS,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-        usage: UsagePolicy = "scripted",
-        require_input: bool = False,
+        usage: UsagePolicy = DEFAULT_OPTIONS.usage,
+        require_input: bool = DEFAULT_OPTIONS.require_input,
     ) -> None:
         self.host = host
         self.max_body_bytes = max_body_bytes
@@ -367,8 +369,8 @@ def serve(
     stored: Mapping[str, StoredResponse] | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
-    usage: UsagePolicy = "scripted",
-    require_input: bool = False,
+    usage: UsagePolicy = DEFAULT_OPTIONS.usage,
+    require_input: bool = DEFAULT_OPTIONS.require_input,
 ) -> StandIn:
     """Start a stand-in for a notebook, first stopping the one a previous call started.
 
