@@ -1,0 +1,426 @@
+"""What `streamlab check` sends and grades, and the report it prints (sans-IO core: plain data and text).
+
+"OpenAI-compatible" is a claim about bytes on the wire. The conformance checker turns the claim into a list of
+checks, each with an id, the promise it grades, and one line on why a client cares. This module holds that
+catalogue (`CHECKS`), the requests the checker sends (`probes_for`: a small, fixed set, streamed with and
+without `stream_options.include_usage`, one that asks for a tool call, one the API must refuse, and the same
+for the Responses API), the results it gets back (`ProbeResult`: status, headers, raw body, arrival times),
+and the `Report` it makes of them: one `Finding` per check, pass / warn / fail / skip, with the evidence
+located in the bytes (probe, event number, byte offset, the bytes quoted) and a `why`.
+
+The verdicts themselves come from `streamlab.core.grading`; the requests are sent by `streamlab.net.check`.
+Three rules shape every check:
+
+* fail: code written from the documentation (the SDK's loop, an agent's tool loop, a billing job) loses data,
+  crashes or does the wrong thing; warn: the documented contract is broken but a careful client survives;
+  skip: the check could not run (no tool was called, no usage came, the route is not served).
+* Real models are not deterministic: no check compares the text of one answer with another's, and every
+  count is judged against what the same stream carried.
+* Timing facts (time to first token, gaps, keep-alive intervals) are reported, never graded: a slow model is
+  not an incompatible one.
+
+Exit codes (`Report.exit_code`): 0 nothing failed (warnings allowed), 1 something failed, 2 the endpoint could
+not be checked (no connection, or the API key was refused).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "Status", "Check", "CHECKS", "CHECK_IDS", "GROUPS", "DIALECTS", "ProbeRequest", "probes_for",
+    "ProbeResult", "Evidence", "Finding", "TimingFact", "Report", "TOOL", "JSON_VERSION",
+    "matrix_rows", "render_matrix",
+]
+
+JSON_VERSION = 1
+"""The version of the `--json` format (bumped when a field changes meaning or disappears)."""
+
+DIALECTS = ("chat", "responses", "both")
+
+
+class Status(str, Enum):
+    """A check's verdict. `rank` orders them: a check over several streams reports its worst."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def rank(self) -> int:
+        return {"skip": 0, "pass": 1, "warn": 2, "fail": 3}[self.value]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One graded promise: `id` (stable, used in `--json` and in the profiles' quirk lists), the `group` it
+    belongs to ("chat", "usage", "tools", "errors", "responses"), what it `promises`, and `why` it matters."""
+
+    id: str
+    group: str
+    promises: str
+    why: str
+
+
+def _checks(*rows: tuple[str, str, str, str]) -> dict[str, Check]:
+    return {row[0]: Check(*row) for row in rows}
+
+
+CHECKS: dict[str, Check] = _checks(
+    ("chat.http", "chat", "status 200 and text/event-stream before any event",
+     "anything else is not a stream: the SDK raises, or a hand-written loop parses an error page"),
+    ("chat.framing", "chat", "every event a data: field ended by a blank line (any standard line ending, "
+     "comments tolerated)", "a field the standard does not know is dropped by every parser, with its content"),
+    ("chat.done", "chat", "data: [DONE] exactly once, last, nothing after it",
+     "without it a clean close cannot be told from a cut; the SDK never reads what follows it"),
+    ("chat.json", "chat", "every event's data is a JSON object (except [DONE])",
+     "clients json.loads every data line: one that is not JSON ends the loop with an exception"),
+    ("chat.object", "chat", '"object": "chat.completion.chunk" on every chunk',
+     "strict clients and typed SDKs in other languages validate it"),
+    ("chat.id", "chat", "one stable id on every chunk",
+     "clients and relays key logs, caches and resumption on it"),
+    ("chat.delta", "chat", "every choice has an integer index and a delta object",
+     "code reads choices[i].delta; without them there is nothing to append"),
+    ("chat.role", "chat", 'role "assistant" on the first delta of each choice',
+     "clients that rebuild the message take its role from the first delta"),
+    ("chat.role_repeated", "chat", "the role only on the first delta",
+     "the SDK's stream helper joins strings it sees again: the role becomes 'assistantassistant'"),
+    ("chat.finish_null", "chat", '"finish_reason": null on every chunk before the final one',
+     "a missing key reads as null with .get(), but breaks clients that validate the schema"),
+    ("chat.finish", "chat", "a finish_reason on each choice's final chunk, and no content after it",
+     "without it a natural stop cannot be told from a cut or a limit"),
+    ("usage.unrequested", "usage", "no usage unless stream_options.include_usage asked for it",
+     "an unasked chunk with choices == [] breaks the documented chunk.choices[0] loop"),
+    ("usage.chunk", "usage", "exactly one usage chunk when include_usage is set",
+     "missing means the cost is unknown (never zero); running totals double-count when added up"),
+    ("usage.choices", "usage", "the usage chunk has choices == []",
+     "clients that spot the usage chunk by its empty choices miss it, or count it twice"),
+    ("usage.counts", "usage", "prompt, completion and total tokens present, non-zero when text came, "
+     "total = prompt + completion", "billing, quotas and rate limits read these numbers"),
+    ("tools.index", "tools", "every tool-call fragment has an integer index, one per call",
+     "clients join fragments by index: without it the arguments of different calls run together"),
+    ("tools.header", "tools", "id and type sent once per call",
+     "the SDK's stream helper joins repeated strings: an id sent twice becomes 'call_1call_1'"),
+    ("tools.arguments", "tools", "the arguments, joined once the call is complete, parse as a JSON object",
+     "only whole arguments can be parsed, and a call whose arguments never parse must not run"),
+    ("tools.finish", "tools", 'finish_reason "tool_calls" when a tool was called',
+     "agent loops run tools when finish_reason says so: \"stop\" ends the turn with the call never run"),
+    ("error.status", "errors", "a request the API must refuse is answered with a 4xx",
+     "a 200 hides the refusal inside a stream; a 5xx invites retries that can never succeed"),
+    ("error.shape", "errors", 'an OpenAI-shaped body: {"error": {"message": ...}}',
+     "SDKs take the message from error.message: any other shape reaches the user as a bare status"),
+    ("errors.in_stream", "errors", 'an error inside a 200 stream is a data: {"error": ...} event (Chat) or an '
+     "error event (Responses)", "anything else looks like a normal end, and a failed answer passes as whole"),
+    ("responses.http", "responses", "the Responses route answers 200 text/event-stream",
+     "client.responses calls fail outright where the route is missing"),
+    ("responses.framing", "responses", "every event ended by a blank line (any standard line ending, comments "
+     "tolerated)", "a field the standard does not know is dropped by every parser, with its content"),
+    ("responses.event_type", "responses", "each event is JSON with a type, and its event: line equals it",
+     "clients dispatch on one or the other: when they disagree, handlers see the wrong event"),
+    ("responses.sequence", "responses", "sequence_number on every event, strictly increasing",
+     "resuming with starting_after, and spotting lost or replayed events, rely on it"),
+    ("responses.done_matches", "responses", "each .done value equals its joined deltas",
+     "a client that shows the deltas and stores the .done value keeps an answer it never displayed"),
+    ("responses.terminal", "responses", "exactly one terminal event (completed, incomplete or failed), last",
+     "the terminal event is the only proof that the answer is whole"),
+    ("responses.usage", "responses", "usage on response.completed: input, output and total tokens, adding up",
+     "billing, quotas and rate limits read these numbers"),
+    ("responses.arguments", "responses", "function-call arguments parse as a JSON object",
+     "a call whose arguments never parse must not run"),
+)
+"""Every check, in report order."""
+
+CHECK_IDS: tuple[str, ...] = tuple(CHECKS)
+GROUPS: tuple[str, ...] = ("chat", "usage", "tools", "errors", "responses")
+
+
+# -- what is sent ---------------------------------------------------------------------------------------------
+
+TEXT_PROMPT = "Count from one to five in words, on one line."
+TOOL_PROMPT = "What is the weather in Paris right now? Use the get_weather tool."
+_WEATHER_PARAMETERS = {
+    "type": "object",
+    "properties": {"location": {"type": "string", "description": "a city and its country, e.g. Paris, France"}},
+    "required": ["location"],
+}
+TOOL = {"name": "get_weather", "description": "The current weather in a city.", "parameters": _WEATHER_PARAMETERS}
+"""The one function the tool probes offer."""
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """One request the checker sends: `name` ("chat.usage"), the `dialect`, the `route` under the base URL,
+    and the JSON `body`. `kind` says what the response is graded as: "text", "usage", "tools" or "error"."""
+
+    name: str
+    dialect: str
+    route: str
+    kind: str
+    body: Mapping[str, Any]
+
+
+def probes_for(dialect: str, model: str) -> list[ProbeRequest]:
+    """The requests for `dialect` ("chat", "responses" or "both"), in the order they are sent.
+
+    The tool probes ask for a call with `tool_choice: "required"`: OpenAI answers a *named* forced function
+    with finish_reason "stop" when streaming (vllm-project/vllm#25054 measured it), so "required" is the
+    request whose documented answer is "tool_calls".
+    """
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+    say = [{"role": "user", "content": TEXT_PROMPT}]
+    ask = [{"role": "user", "content": TOOL_PROMPT}]
+    chat_tool = {"type": "function", "function": TOOL}
+    probes: list[ProbeRequest] = []
+    if dialect in ("chat", "both"):
+        probes += [
+            ProbeRequest("chat.plain", "chat", "chat/completions", "text",
+                         {"model": model, "messages": say, "stream": True}),
+            ProbeRequest("chat.usage", "chat", "chat/completions", "usage",
+                         {"model": model, "messages": say, "stream": True,
+                          "stream_options": {"include_usage": True}}),
+            ProbeRequest("chat.tools", "chat", "chat/completions", "tools",
+                         {"model": model, "messages": ask, "stream": True, "tools": [chat_tool],
+                          "tool_choice": "required"}),
+            ProbeRequest("chat.error", "chat", "chat/completions", "error",
+                         {"model": model, "messages": "this should be a list of messages", "stream": True}),
+        ]
+    if dialect in ("responses", "both"):
+        probes += [
+            ProbeRequest("responses.text", "responses", "responses", "text",
+                         {"model": model, "input": TEXT_PROMPT, "stream": True}),
+            ProbeRequest("responses.tools", "responses", "responses", "tools",
+                         {"model": model, "input": TOOL_PROMPT, "stream": True,
+                          "tools": [{"type": "function", **TOOL}], "tool_choice": "required"}),
+            ProbeRequest("responses.error", "responses", "responses", "error",
+                         {"model": model, "input": 42, "stream": True}),
+        ]
+    return probes
+
+
+# -- what came back -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one request got: `status` (None when no HTTP response arrived), response `headers` (lower-case
+    names), the raw `body` bytes as read (after the transfer coding), `arrivals` as (bytes received so far,
+    seconds since the request was sent) per network read, `headers_at` (seconds until the headers came), and
+    `problem`: why reading stopped early (no response, read timeout, the checker's size cap), or None."""
+
+    request: ProbeRequest
+    status: int | None
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    arrivals: tuple[tuple[int, float], ...] = ()
+    headers_at: float | None = None
+    problem: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.request.name
+
+    def header(self, name: str) -> str | None:
+        """The first value of header `name` (case-insensitive), or None."""
+        want = name.lower()
+        return next((v for k, v in self.headers if k.lower() == want), None)
+
+    @property
+    def media_type(self) -> str:
+        """The Content-Type without parameters, lower-case ("" when there is none)."""
+        return (self.header("content-type") or "").split(";")[0].strip().lower()
+
+    @property
+    def is_event_stream(self) -> bool:
+        return self.status == 200 and self.media_type == "text/event-stream"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a check looked: the `probe`, the 1-based `event` number in its stream (None for the status line
+    or the body as a whole), the `offset` of the quoted bytes in the body, and the bytes themselves (`quote`,
+    as a Python bytes literal, shortened)."""
+
+    probe: str
+    event: int | None = None
+    offset: int | None = None
+    quote: str = ""
+
+    def line(self) -> str:
+        where = [self.probe]
+        if self.event is not None:
+            where.append(f"event #{self.event}")
+        if self.offset is not None:
+            where.append(f"byte {self.offset}")
+        return ", ".join(where) + (f": {self.quote}" if self.quote else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"probe": self.probe, "event": self.event, "offset": self.offset, "bytes": self.quote}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's verdict on the endpoint: `status`, what was seen (`detail`), and the `evidence`."""
+
+    check: str
+    status: Status
+    detail: str
+    evidence: Evidence | None = None
+
+    @property
+    def why(self) -> str:
+        return CHECKS[self.check].why
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.check, "group": CHECKS[self.check].group, "status": self.status.value,
+                "promises": CHECKS[self.check].promises, "detail": self.detail, "why": self.why,
+                "evidence": self.evidence.as_dict() if self.evidence else None}
+
+
+@dataclass(frozen=True)
+class TimingFact:
+    """Timing of one streamed probe, in seconds since its request was sent; reported, never graded. None
+    where it does not apply (no content event came, no keep-alive came)."""
+
+    probe: str
+    headers: float | None
+    first_content: float | None
+    max_gap: float | None
+    keepalives: int
+    max_keepalive_interval: float | None
+    total: float | None
+    events: int
+    bytes: int
+
+    def line(self) -> str:
+        def s(x: float | None) -> str:
+            return "-" if x is None else f"{x:.3f}s"
+        ka = f"{self.keepalives} keep-alive(s)" + (f" (at most {s(self.max_keepalive_interval)} apart)"
+                                                    if self.max_keepalive_interval is not None else "")
+        return (f"  {self.probe:<16} headers {s(self.headers)}  first content {s(self.first_content)}  "
+                f"max gap {s(self.max_gap)}  total {s(self.total)}  {self.events} events  {ka}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"probe": self.probe, "headers_s": self.headers, "first_content_s": self.first_content,
+                "max_gap_s": self.max_gap, "keepalives": self.keepalives,
+                "max_keepalive_interval_s": self.max_keepalive_interval, "total_s": self.total,
+                "events": self.events, "bytes": self.bytes}
+
+
+# -- the report -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """The checker's verdict on one endpoint: a finding per check (in `CHECKS` order), timing facts, and the
+    probes' status lines. `unreachable` says why nothing could be checked (then `findings` is empty)."""
+
+    base_url: str
+    model: str
+    dialect: str
+    findings: list[Finding] = field(default_factory=list)
+    timings: list[TimingFact] = field(default_factory=list)
+    probes: list[str] = field(default_factory=list)
+    unreachable: str | None = None
+
+    def finding(self, check: str) -> Finding | None:
+        return next((f for f in self.findings if f.check == check), None)
+
+    def counts(self) -> dict[str, int]:
+        return {s.value: sum(f.status is s for f in self.findings) for s in Status}
+
+    def issues(self) -> dict[str, Status]:
+        """The checks that did not pass and did not skip, with their status: what a profile's quirks predict."""
+        return {f.check: f.status for f in self.findings if f.status in (Status.WARN, Status.FAIL)}
+
+    @property
+    def exit_code(self) -> int:
+        if self.unreachable is not None:
+            return 2
+        return 1 if any(f.status is Status.FAIL for f in self.findings) else 0
+
+    @property
+    def verdict(self) -> str:
+        return {0: "pass", 1: "fail", 2: "could not be checked"}[self.exit_code]
+
+    def render(self, *, timings: bool = True, passes: bool = True, width: int = 110) -> str:
+        """The report card as text: one row per check, evidence and why under each warn and fail."""
+        lines = [f"streamlab check {self.base_url}  model={self.model}  dialect={self.dialect}"]
+        if self.unreachable is not None:
+            lines.append(f"could not be checked: {self.unreachable}")
+            lines.append("exit 2")
+            return "\n".join(lines)
+        lines += [f"  {p}" for p in self.probes]
+        lines.append("")
+        for finding in self.findings:
+            if not passes and finding.status is Status.PASS:
+                continue
+            lines.append(_clip(f"  {finding.status.value.upper():<5} {finding.check:<22} {finding.detail}", width))
+            if finding.status in (Status.WARN, Status.FAIL):
+                if finding.evidence is not None:
+                    lines.append(_clip(f"        evidence: {finding.evidence.line()}", width))
+                lines.append(_clip(f"        why: {finding.why}", width))
+        if timings and self.timings:
+            lines += ["", "timing (reported, never graded):"]
+            lines += [t.line() for t in self.timings]
+        c = self.counts()
+        lines += ["", f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip: "
+                      f"{self.verdict} (exit {self.exit_code})"]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `--json` document (see the README's "Checking an endpoint" section)."""
+        return {
+            "tool": "streamlab check", "version": JSON_VERSION, "base_url": self.base_url, "model": self.model,
+            "dialect": self.dialect, "verdict": self.verdict, "exit_code": self.exit_code,
+            "error": self.unreachable, "summary": self.counts(),
+            "checks": [f.as_dict() for f in self.findings],
+            "timings": [t.as_dict() for t in self.timings],
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent, ensure_ascii=False)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# -- several endpoints side by side ---------------------------------------------------------------------------
+
+_MARK = {Status.PASS: ".", Status.WARN: "W", Status.FAIL: "F", Status.SKIP: "-"}
+
+
+def matrix_rows(reports: Mapping[str, Report], checks: Sequence[str] | None = None) -> list[tuple[str, list[Status]]]:
+    """(check id, the status under each report in order) for every check that any report graded."""
+    wanted = list(checks) if checks is not None else [c for c in CHECK_IDS
+                                                        if any(r.finding(c) for r in reports.values())]
+    rows = []
+    for check in wanted:
+        statuses = []
+        for report in reports.values():
+            f = report.finding(check)
+            statuses.append(f.status if f is not None else Status.SKIP)
+        rows.append((check, statuses))
+    return rows
+
+
+def render_matrix(reports: Mapping[str, Report], checks: Iterable[str] | None = None) -> str:
+    """The compatibility matrix as text: checks down, endpoints across, "." pass, W warn, F fail, - skip."""
+    names = list(reports)
+    rows = matrix_rows(reports, list(checks) if checks is not None else None)
+    width = max([len(c) for c, _ in rows] + [5])
+    cols = [max(len(n), 4) for n in names]
+    lines = [" " * (width + 2) + "  ".join(n.rjust(w) for n, w in zip(names, cols))]
+    for check, statuses in rows:
+        lines.append(f"{check:<{width}}  " + "  ".join(_MARK[s].rjust(w) for s, w in zip(statuses, cols)))
+    lines.append("(. pass, W warn, F fail, - skip)")
+    return "\n".join(lines)

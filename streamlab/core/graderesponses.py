@@ -1,0 +1,168 @@
+"""The Responses API checks: event names, sequence numbers, .done values, the terminal event, usage (sans-IO core).
+
+Each function looks at the Responses streams the checker got (`streamlab.core.gradebase.Stream`) and returns
+its check's finding (`streamlab.core.conformance.CHECKS`), worst verdict first seen, with the evidence.
+`responses_findings` runs them all; `streamlab.core.grading.grade` calls it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .conformance import Finding, ProbeResult, Status
+from .gradebase import (
+    RESPONSES_TERMINALS,
+    Stream,
+    Worst,
+    body_evidence,
+    count_problem,
+    grade_framing,
+    grade_http,
+    pick,
+    streams_of,
+)
+from .scan import Block
+
+__all__ = ["responses_findings"]
+
+
+def _typed(st: Stream) -> list[tuple[Block, dict[str, Any]]]:
+    return [(b, b.obj) for b in st.scan.events if isinstance(b.obj, dict) and isinstance(b.obj.get("type"), str)]
+
+
+def _event_types(streams: Sequence[Stream]) -> Finding:
+    worst = Worst("responses.event_type")
+    for st in streams:
+        for block in st.scan.events:
+            obj = block.obj
+            if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+                worst.add(Status.FAIL, f"{st.name}: event #{block.number} is not a JSON object with a type",
+                          st.at(block))
+                continue
+            line = block.event_line
+            if line is None:
+                worst.add(Status.WARN, f"{st.name}: event #{block.number} ({obj['type']}) has no event: line",
+                          st.at(block))
+            elif line != obj["type"]:
+                worst.add(Status.FAIL, f"{st.name}: event #{block.number} says event: {line} but its type is "
+                          f"{obj['type']}", st.at(block, b"event:"))
+    return worst.result("every event's event: line equals its JSON type")
+
+
+def _sequence(streams: Sequence[Stream]) -> Finding:
+    worst = Worst("responses.sequence")
+    for st in streams:
+        previous: int | None = None
+        for block, obj in _typed(st):
+            seq = obj.get("sequence_number")
+            if not isinstance(seq, int) or isinstance(seq, bool):
+                worst.add(Status.FAIL, f"{st.name}: event #{block.number} ({obj['type']}) has no integer "
+                          "sequence_number", st.at(block))
+            elif previous is not None and seq <= previous:
+                worst.add(Status.FAIL, f"{st.name}: event #{block.number} ({obj['type']}) has sequence_number "
+                          f"{seq} after {previous}", st.at(block, b'"sequence_number"'))
+                previous = max(previous, seq)
+            else:
+                previous = seq
+    return worst.result("sequence_number strictly increases in every stream")
+
+
+_DELTA_DONE = {
+    "response.output_text.delta": ("text", "delta"), "response.output_text.done": ("text", "text"),
+    "response.refusal.delta": ("refusal", "delta"), "response.refusal.done": ("refusal", "refusal"),
+    "response.function_call_arguments.delta": ("arguments", "delta"),
+    "response.function_call_arguments.done": ("arguments", "arguments"),
+}
+
+
+def _done_matches(streams: Sequence[Stream]) -> Finding:
+    worst = Worst("responses.done_matches")
+    compared = 0
+    for st in streams:
+        built: dict[tuple[Any, ...], str] = {}
+        for block, obj in _typed(st):
+            kind = _DELTA_DONE.get(obj["type"])
+            if kind is None or not isinstance(obj.get(kind[1]), str):
+                continue
+            key = (kind[0], obj.get("item_id"), obj.get("output_index"), obj.get("content_index"))
+            if obj["type"].endswith(".delta"):
+                built[key] = built.get(key, "") + obj[kind[1]]
+                continue
+            compared += 1
+            if built.get(key, "") != obj[kind[1]]:
+                worst.add(Status.FAIL, f"{st.name}: {obj['type']} says {obj[kind[1]][:40]!r}, the deltas joined give "
+                          f"{built.get(key, '')[:40]!r}", st.at(block, f'"{kind[1]}"'.encode()))
+    return worst.result(f"{compared} .done value(s), each equal to its deltas")
+
+
+def _terminal(streams: Sequence[Stream]) -> Finding:
+    worst = Worst("responses.terminal")
+    for st in streams:
+        typed = _typed(st)
+        ends = [k for k, (_, obj) in enumerate(typed) if obj["type"] in RESPONSES_TERMINALS]
+        if not ends:
+            last = typed[-1] if typed else None
+            worst.add(Status.FAIL, f"{st.name}: no terminal event (the last was {last[1]['type'] if last else 'none'})",
+                      st.at(last[0]) if last else body_evidence(st.result))
+        elif len(ends) > 1:
+            block = typed[ends[1]][0]
+            worst.add(Status.FAIL, f"{st.name}: {len(ends)} terminal events", st.at(block))
+        elif ends[0] != len(typed) - 1:
+            block, obj = typed[ends[0] + 1]
+            worst.add(Status.FAIL, f"{st.name}: {obj['type']} comes after the terminal event", st.at(block))
+    return worst.result(f"one terminal event, last, in each of {len(streams)} streams")
+
+
+def _responses_usage(streams: Sequence[Stream]) -> Finding:
+    worst = Worst("responses.usage")
+    graded = []
+    for st in streams:
+        typed = _typed(st)
+        done = next(((b, o) for b, o in typed if o["type"] == "response.completed"), None)
+        if done is None:
+            continue
+        response = done[1].get("response") if isinstance(done[1].get("response"), dict) else {}
+        usage = response.get("usage")
+        produced = any(o["type"].endswith(".delta") for _, o in typed)
+        problem = ("response.completed carries no usage" if not isinstance(usage, dict) else
+                   count_problem(usage, ("input_tokens", "output_tokens", "total_tokens"), produced))
+        if problem:
+            worst.add(Status.FAIL, f"{st.name}: {problem}", st.at(done[0], b'"usage"'))
+        graded.append(st.name)
+    if not graded and worst.found is None:
+        return Finding("responses.usage", Status.SKIP, "no response.completed arrived")
+    return worst.result(f"usage adds up on response.completed ({', '.join(graded)})")
+
+
+def _responses_arguments(st: Stream | None) -> Finding:
+    if st is None:
+        return Finding("responses.arguments", Status.SKIP, "the tool probe got no stream")
+    worst = Worst("responses.arguments")
+    items = [(b, o["item"]) for b, o in _typed(st) if o["type"] == "response.output_item.done"
+             and isinstance(o.get("item"), dict) and o["item"].get("type") == "function_call"]
+    if not items:
+        return Finding("responses.arguments", Status.SKIP, f"{st.name}: the model answered without calling a function")
+    for block, item in items:
+        try:
+            value = json.loads(item.get("arguments") if isinstance(item.get("arguments"), str) else "")
+        except (ValueError, RecursionError):
+            value = None
+        if not isinstance(value, dict):
+            worst.add(Status.FAIL, f"{st.name}: {item.get('name')!r}'s arguments are not a JSON object",
+                      st.at(block, b'"arguments"'))
+    return worst.result(f"{len(items)} function call(s), arguments parse as JSON objects")
+
+
+def responses_findings(results: Sequence[ProbeResult]) -> list[Finding]:
+    answers = [r for r in pick(results, "responses") if r.request.kind != "error"]
+    streams = streams_of(answers)
+    tools = next((st for st in streams if st.result.request.kind == "tools"), None)
+    findings = [grade_http("responses.http", answers), grade_framing("responses.framing", streams, chat=False)]
+    if not streams:
+        return findings + [Finding(c, Status.SKIP, "no Responses stream to read") for c in
+                           ("responses.event_type", "responses.sequence", "responses.done_matches",
+                            "responses.terminal", "responses.usage", "responses.arguments")]
+    return findings + [_event_types(streams), _sequence(streams), _done_matches(streams), _terminal(streams),
+                       _responses_usage(streams), _responses_arguments(tools)]

@@ -1,0 +1,144 @@
+"""Grade an endpoint from the raw bytes it sent: probe results in, one finding per check out (sans-IO core).
+
+`grade(results, dialect=...)` is the whole conformance verdict: it reads each `ProbeResult` (status, headers,
+body bytes) with `streamlab.core.scan` (the library's `SSEParser`, with every event pinned to its bytes) and
+runs every check of `streamlab.core.conformance.CHECKS` that applies to the dialect: the error checks here,
+the Chat ones in `streamlab.core.gradechat`, the Responses ones in `streamlab.core.graderesponses`. Each
+check looks at every stream it concerns and reports its worst verdict, with the evidence for it: the probe,
+the event number, the byte offset and the bytes. Nothing here touches a socket or a clock, so every check is
+tested on bytes alone, and the same functions grade the stand-in's profiles and a real server.
+
+Garbage in is a finding out, never an exception: a body that is not SSE, an HTML page with a 200, a line over
+the parser's limit, a response that never came, each ends up as a failed check that says what arrived.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from .conformance import CHECK_IDS, CHECKS, Evidence, Finding, ProbeResult, Status, TimingFact
+from .gradebase import Stream, Worst, body_evidence, carries, pick, status_line, streams_of
+from .gradechat import chat_findings
+from .graderesponses import responses_findings
+from .scan import Block, quote
+
+__all__ = ["grade", "timing_facts"]
+
+_GROUPS = {"chat": ("chat", "usage", "tools", "errors"), "responses": ("errors", "responses"),
+           "both": ("chat", "usage", "tools", "errors", "responses")}
+
+
+# -- errors ----------------------------------------------------------------------------------------------------
+
+
+def _errors(refusals: Sequence[ProbeResult]) -> list[Finding]:
+    if not refusals:
+        return [Finding(c, Status.SKIP, "no request to refuse was sent to a served route")
+                for c in ("error.status", "error.shape")]
+    status_w, shape_w = Worst("error.status"), Worst("error.shape")
+    shaped = 0
+    for r in refusals:
+        if r.status is None or not 400 <= r.status < 500:
+            what = "the refusal arrives inside a stream" if r.status == 200 else "not a client error"
+            status_w.add(Status.FAIL, f"{r.name}: {status_line(r)}: {what}", body_evidence(r))
+        if r.status is None or r.status < 400:
+            continue
+        shaped += 1
+        try:
+            body = json.loads(r.body)
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            body = None
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            continue
+        status, what = ((Status.WARN, "\"error\" is a string, not an object with a message") if isinstance(error, str)
+                        else (Status.FAIL, "the body is not {\"error\": {\"message\": ...}}"))
+        shape_w.add(status, f"{r.name}: {what}", body_evidence(r))
+    codes = ", ".join(str(r.status) for r in refusals)
+    shape = shape_w.result(f"{shaped} error bod{'y' if shaped == 1 else 'ies'} shaped {{\"error\": {{\"message\"}}}}")
+    if not shaped:
+        shape = Finding("error.shape", Status.SKIP, "no error status came, so no error body to judge")
+    return [status_w.result(f"refused with {codes}"), shape]
+
+
+def _in_stream(streams: Sequence[Stream]) -> Finding:
+    worst = Worst("errors.in_stream")
+    seen = 0
+    for st in streams:
+        for block in st.scan.blocks:
+            for line in block.lines:
+                if not line.is_comment and line.field == "error":
+                    at, shown = quote(st.scan.body, line.offset, line.offset + len(line.text))
+                    worst.add(Status.FAIL, f"{st.name}: an error sent as an `error:` field line, which the standard "
+                              "ignores: the client sees the stream end normally", Evidence(st.name, None, at, shown))
+            obj = block.obj
+            if block.event is None or not isinstance(obj, dict):
+                continue
+            if "error" in obj or obj.get("type") in ("error", "response.failed") or block.event.event == "error":
+                seen += 1
+            elif obj.get("object") == "error":
+                worst.add(Status.FAIL, f"{st.name}: event #{block.number} is an error object without an \"error\" "
+                          "key: clients read it as an empty chunk", st.at(block))
+    what = f"{seen} error event(s), each recognisable" if seen else "no error arrived inside the streams"
+    return worst.result(f"{what} ({len(streams)} streams read)")
+
+
+def grade(results: Sequence[ProbeResult], *, dialect: str = "both") -> list[Finding]:
+    """One finding per check that applies to `dialect`, in `CHECKS` order, from the probes' results.
+
+    A Responses refusal probe is graded only when the Responses route answered the text probe with a 200 (a
+    route that is not served refuses everything, which says nothing about its error shape)."""
+    served = any(r.status == 200 for r in pick(results, "responses", "text"))
+    refusals = pick(results, "chat", "error") + (pick(results, "responses", "error") if served else [])
+    found = {f.check: f for f in _errors(refusals)}
+    found["errors.in_stream"] = _in_stream(streams_of(results))
+    if dialect in ("chat", "both"):
+        found.update({f.check: f for f in chat_findings(results)})
+    if dialect in ("responses", "both"):
+        found.update({f.check: f for f in responses_findings(results)})
+    groups = _GROUPS[dialect]
+    return [found[c] for c in CHECK_IDS if CHECKS[c].group in groups and c in found]
+
+
+# -- timing facts ---------------------------------------------------------------------------------------------
+
+
+def _arrival(arrivals: Sequence[tuple[int, float]], offset: int) -> float | None:
+    for received, at in arrivals:
+        if received >= offset:
+            return at
+    return arrivals[-1][1] if arrivals else None
+
+
+def _first_content(st: Stream) -> Block | None:
+    for block in st.scan.events:
+        obj = block.obj
+        if not isinstance(obj, dict):
+            continue
+        if isinstance(obj.get("type"), str) and obj["type"].endswith(".delta"):
+            return block
+        for choice in obj.get("choices") or []:
+            if isinstance(choice, dict) and carries(choice.get("delta")):
+                return block
+    return None
+
+
+def timing_facts(results: Sequence[ProbeResult]) -> list[TimingFact]:
+    """Time to headers, to the first content event, the longest gap between events, the keep-alives and the
+    total, for every probe that streamed. Facts, never grades: a model may be slow and still compatible."""
+    facts = []
+    for r in results:
+        if not r.is_event_stream:
+            continue
+        st = Stream.of(r)
+        times = [t for b in st.scan.events if (t := _arrival(r.arrivals, b.end)) is not None]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        pings = [t for b in st.scan.blocks if b.comment_only and (t := _arrival(r.arrivals, b.end)) is not None]
+        intervals = [b - a for a, b in zip(pings, pings[1:])]
+        first = _first_content(st)
+        facts.append(TimingFact(
+            r.name, r.headers_at, _arrival(r.arrivals, first.end) if first else None, max(gaps) if gaps else None,
+            len(pings), max(intervals) if intervals else None, r.arrivals[-1][1] if r.arrivals else None,
+            len(st.scan.events), len(r.body)))
+    return facts

@@ -1,0 +1,345 @@
+"""Provider profiles for the stand-in: documented behaviour of real OpenAI-compatible servers (sans-IO core).
+
+A `Profile` names a real server at a stated version and lists its `Quirk`s: each one says what the server does
+differently from the OpenAI API reference, where that is documented (an issue, a pull request, a release
+note), which conformance check (`streamlab.core.conformance.CHECKS`) reports it and how (warn or fail), and
+which `streamlab.core.quirks` fault reproduces it. `variations` are changes that break no promise (an extra
+field, a keep-alive comment, a tool call sent whole) and must draw no finding. The quirk list is data, so a
+test can demand that `streamlab check` against the stand-in in a profile reports exactly those checks, no
+more and no fewer.
+
+The stand-in applies a profile in one place (`apply_profile`, called by the planner): to the episode it
+would have played (a scripted one, or `answer_episode`, the answer it gives any model its script does not
+name: text, a tool call when the request offers tools, in either dialect) and to the error reply for a
+request it refuses. Profiles are snapshots of versions, not verdicts on today's releases: every quirk below
+was fixed or changed later, and its docstring says when, where that is known.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .conformance import CHECKS, Status
+from .quirks import FAULTS, Context, apply_usage_rule, frames_of, steps_from
+from .script import Episode, ErrorEpisode, paced
+from .shapes import chat_text_stream, chat_tool_call_stream, responses_function_call_stream, responses_text_stream
+
+__all__ = ["Quirk", "Profile", "PROFILES", "PROFILE_NAMES", "get_profile", "answer_episode", "apply_profile",
+           "ANSWER_PIECES"]
+
+ANSWER_PIECES = ["One", ", two", ", three", ", four", ", five", "."]
+"""The text every profile's built-in answer streams (one piece per chunk)."""
+
+
+@dataclass(frozen=True)
+class Quirk:
+    """One documented difference: the `check` that reports it, with which `status`, `what` the server does,
+    the `sources` that document it, and the `fault` that reproduces it."""
+
+    check: str
+    status: Status
+    what: str
+    sources: tuple[str, ...]
+    fault: str
+
+    def __post_init__(self) -> None:
+        if self.check not in CHECKS:
+            raise ValueError(f"quirk names an unknown check {self.check!r}")
+        if self.fault not in FAULTS and self.fault != "responses_not_served":
+            raise ValueError(f"quirk names an unknown fault {self.fault!r}")
+        if self.status not in (Status.WARN, Status.FAIL):
+            raise ValueError(f"a quirk is a warn or a fail, not {self.status}")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A server at a version: its `name`, a one-line `title`, the `doc` (where its behaviour is documented),
+    its `quirks`, its `variations` (faults that must draw no finding), and `responses_404`, the body of the
+    404 it answers `/v1/responses` with when that route is not served (None: it is served)."""
+
+    name: str
+    title: str
+    doc: str
+    quirks: tuple[Quirk, ...] = ()
+    variations: tuple[str, ...] = ()
+    responses_404: Mapping[str, Any] | None = None
+
+    @property
+    def faults(self) -> tuple[str, ...]:
+        """The faults to apply, in order: the variations, then each quirk's fault (once)."""
+        names = list(self.variations) + [q.fault for q in self.quirks if q.fault != "responses_not_served"]
+        return tuple(dict.fromkeys(names))
+
+    def expected(self) -> dict[str, Status]:
+        """The findings `streamlab check` must report against this profile: check id -> warn or fail."""
+        return {q.check: q.status for q in self.quirks}
+
+
+def _profile(build: Callable[[], Profile]) -> Profile:
+    """A profile whose `doc` is its builder's docstring (the docstring says where each quirk is documented)."""
+    first, _, rest = (build.__doc__ or "").partition("\n")
+    doc = (first.strip() + "\n" + textwrap.dedent(rest)).strip()
+    profile = build()
+    return Profile(profile.name, profile.title, doc, profile.quirks, profile.variations, profile.responses_404)
+
+
+W, F = Status.WARN, Status.FAIL
+
+
+def _openai() -> Profile:
+    """The documented stream, exactly: OpenAI's API reference.
+
+    Chat Completions (https://platform.openai.com/docs/api-reference/chat-streaming): a role on the first delta,
+    `"finish_reason": null` until each choice's final chunk, usage only when `stream_options.include_usage`
+    asks for it (then in one extra chunk whose `choices` is empty), then `data: [DONE]`. Responses
+    (https://platform.openai.com/docs/api-reference/responses-streaming): typed events whose `event:` line
+    repeats the JSON `type`, `sequence_number` counting up, `.done` events equal to their deltas, one terminal
+    event carrying the usage. Errors (https://platform.openai.com/docs/guides/error-codes): a 4xx with
+    `{"error": {"message", "type", "param", "code"}}`. Every check passes against it.
+    """
+    return Profile("openai", "OpenAI API reference, exactly", "")
+
+
+def _vllm() -> Profile:
+    """vLLM's OpenAI-compatible server, version 0.9.1 (June 2025).
+
+    * Streamed chunks leave `finish_reason` out instead of sending null: a regression from 0.8.5 reported in
+      https://github.com/vllm-project/vllm/issues/19650, fixed by https://github.com/vllm-project/vllm/pull/19662.
+    * Errors are `{"object": "error", "message": ..., "type": "BadRequestError", "param": null, "code": 400}`,
+      not `{"error": {...}}`: https://github.com/vllm-project/vllm/issues/12886; the nested shape arrived in
+      0.10.1 with https://github.com/vllm-project/vllm/pull/22099.
+    * No `/v1/responses` route yet (https://github.com/vllm-project/vllm/issues/14721; added later by
+      https://github.com/vllm-project/vllm/pull/20504): FastAPI's 404, `{"detail": "Not Found"}`.
+
+    Not reproduced: with a *named* forced function vLLM answered finish_reason "tool_calls" where OpenAI says
+    "stop" (https://github.com/vllm-project/vllm/pull/25054); the checker asks with `tool_choice: "required"`,
+    where both say "tool_calls".
+    """
+    return Profile("vllm", "vLLM 0.9.1 (June 2025)", "", (
+        Quirk("chat.finish_null", W, 'chunks leave "finish_reason" out instead of null',
+              ("https://github.com/vllm-project/vllm/issues/19650",), "omit_null_finish"),
+        Quirk("error.shape", F, 'errors are {"object": "error", "message": ...}, not {"error": {...}}',
+              ("https://github.com/vllm-project/vllm/issues/12886",
+               "https://github.com/vllm-project/vllm/pull/22099"), "error_flat_envelope"),
+        Quirk("responses.http", F, "no /v1/responses route: 404",
+              ("https://github.com/vllm-project/vllm/issues/14721",), "responses_not_served"),
+    ), responses_404={"detail": "Not Found"})
+
+
+def _ollama() -> Profile:
+    """Ollama's OpenAI-compatible endpoint (`/v1`), version 0.4.6 (November 2024).
+
+    * Every delta repeats `"role": "assistant"`: https://github.com/ollama/ollama/issues/7626 (the official
+      SDK's stream helper then builds the role "assistantassistant...", as
+      https://github.com/pydantic/logfire/pull/545 found); OpenAI's shape came with
+      https://github.com/ollama/ollama/pull/17485.
+    * `stream_options.include_usage` is ignored, so no usage is ever streamed:
+      https://github.com/ollama/ollama/issues/4448 and https://github.com/ollama/ollama/issues/5200; supported
+      from 0.5.2 (https://github.com/ollama/ollama/releases/tag/v0.5.2).
+    * Tool calls come whole, in one chunk (a variation, not a fault), and without an `index`:
+      https://github.com/ollama/ollama/issues/7881, fixed in 0.4.7. (Later versions sent `index: 0` for every
+      call of a parallel set: https://github.com/ollama/ollama/issues/15457; the checker asks for one call.)
+    * No `/v1/responses`: the endpoints of https://github.com/ollama/ollama/blob/v0.4.6/docs/openai.md are
+      chat completions, completions, models and embeddings (the Responses API was published in March 2025).
+      Ollama's router answers an unknown
+      path with `404 page not found` in text/plain; the stand-in sends JSON bodies only, so the profile sends
+      that text as an error message.
+    """
+    return Profile("ollama", "Ollama 0.4.6 (November 2024)", "", (
+        Quirk("chat.role_repeated", W, 'every delta repeats "role": "assistant"',
+              ("https://github.com/ollama/ollama/issues/7626",), "role_every_delta"),
+        Quirk("usage.chunk", F, "stream_options.include_usage is ignored: no usage is streamed",
+              ("https://github.com/ollama/ollama/issues/4448", "https://github.com/ollama/ollama/issues/5200"),
+              "drop_usage"),
+        Quirk("tools.index", F, "tool-call fragments come without an index",
+              ("https://github.com/ollama/ollama/issues/7881",), "tool_call_no_index"),
+        Quirk("responses.http", F, "no /v1/responses route: 404",
+              ("https://github.com/ollama/ollama/blob/v0.4.6/docs/openai.md",), "responses_not_served"),
+    ), variations=("tool_call_in_one_chunk",),
+        responses_404={"error": {"message": "404 page not found", "type": "not_found", "param": None, "code": None}})
+
+
+def _litellm() -> Profile:
+    """The LiteLLM proxy, mid-2025 (around 1.74), in front of a Vertex AI Gemini deployment.
+
+    * Null fields are left out of streamed chunks, `finish_reason` among them:
+      https://github.com/BerriAI/liteLLM-proxy/issues/19 and https://github.com/brainlid/langchain/pull/367.
+    * The usage chunk carries a choice, `[{"index": 0, "delta": {}}]`, instead of `choices: []`:
+      https://github.com/BerriAI/litellm/issues/8450, still open as https://github.com/BerriAI/litellm/issues/28735;
+      the bytes are quoted in https://github.com/agentjido/req_llm/issues/781.
+    * A streamed Gemini tool call ends with finish_reason "stop", not "tool_calls":
+      https://github.com/BerriAI/litellm/issues/12240 (a regression after 1.72; also
+      https://github.com/BerriAI/litellm/issues/12862 for other providers).
+    * `/v1/responses` is served and passed through as documented (the proxy also drops null-valued keys from
+      Responses events, https://github.com/BerriAI/litellm/issues/41972, which no check here grades).
+    """
+    return Profile("litellm", "LiteLLM proxy, mid-2025, Gemini upstream", "", (
+        Quirk("chat.finish_null", W, 'null fields are left out, "finish_reason" among them',
+              ("https://github.com/BerriAI/liteLLM-proxy/issues/19",), "omit_null_finish"),
+        Quirk("usage.choices", W, 'the usage chunk carries choices [{"index": 0, "delta": {}}]',
+              ("https://github.com/BerriAI/litellm/issues/8450", "https://github.com/BerriAI/litellm/issues/28735"),
+              "usage_chunk_with_choice"),
+        Quirk("tools.finish", F, 'a tool call ends with finish_reason "stop"',
+              ("https://github.com/BerriAI/litellm/issues/12240",), "tool_finish_stop"),
+    ))
+
+
+def _llamacpp() -> Profile:
+    """llama.cpp's `llama-server`, builds of summer 2025 (about b5900 to b6250).
+
+    * Usage is always sent, asked for or not (https://github.com/ggml-org/llama.cpp/issues/12102), on the
+      finish chunk rather than in a chunk of its own, with a `timings` object beside it
+      (https://github.com/ggml-org/llama.cpp/issues/15443, b6210). https://github.com/ggml-org/llama.cpp/pull/15444
+      moved it to its own chunk, sent always (https://github.com/ggml-org/llama.cpp/issues/16048).
+    * A request refused after streaming was asked for gets HTTP 200 and the error inside the stream
+      (https://github.com/ggml-org/llama.cpp/issues/14566; 400 for an over-long prompt since
+      https://github.com/ggml-org/llama.cpp/pull/16486), written as an `error:` field line that SSE parsers
+      ignore, then `data: [DONE]` (https://github.com/ggml-org/llama.cpp/issues/16104, fixed by
+      https://github.com/ggml-org/llama.cpp/pull/16109; the bytes are quoted in
+      https://github.com/coddy-project/coddy-agent/pull/106). The profile gives the checker's invalid request
+      that treatment.
+    * No `/v1/responses`: 404 "File Not Found" (https://github.com/ggml-org/llama.cpp/issues/14702, b5902;
+      still requested in https://github.com/ggml-org/llama.cpp/issues/19138).
+    """
+    return Profile("llamacpp", "llama.cpp llama-server, summer 2025", "", (
+        Quirk("usage.unrequested", W, "usage is sent although include_usage was not set",
+              ("https://github.com/ggml-org/llama.cpp/issues/12102",), "usage_on_finish_chunk"),
+        Quirk("usage.choices", W, "usage rides on the finish chunk, whose choices are not empty",
+              ("https://github.com/ggml-org/llama.cpp/issues/15443",), "usage_on_finish_chunk"),
+        Quirk("error.status", F, "a refused streaming request gets HTTP 200",
+              ("https://github.com/ggml-org/llama.cpp/issues/14566",), "error_in_stream_field"),
+        Quirk("errors.in_stream", F, "the error is an error: field line, which SSE parsers ignore",
+              ("https://github.com/ggml-org/llama.cpp/issues/16104",
+               "https://github.com/ggml-org/llama.cpp/pull/16109"), "error_in_stream_field"),
+        Quirk("responses.http", F, "no /v1/responses route: 404",
+              ("https://github.com/ggml-org/llama.cpp/issues/14702",), "responses_not_served"),
+    ), variations=("timings",),
+        responses_404={"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
+
+
+def _broken() -> Profile:
+    """Several faults at once, from no real server: a test target for a checker and for defensive clients.
+
+    The Chat stream never sends `data: [DONE]`, never sends a role, changes its id on every chunk, adds one to
+    `total_tokens`, repeats each tool call's id and type on every fragment, and puts `: ping` comments between
+    frames (allowed: comments must be tolerated, so they draw no finding). A refused request gets a 500
+    `{"detail": ...}`. The Responses stream repeats a `sequence_number`, says one character more in
+    `output_text.done` than its deltas did, and sends its terminal event twice.
+    """
+    return Profile("broken", "several faults at once (not a real server)", "", (
+        Quirk("chat.done", F, "no data: [DONE]", (), "no_done"),
+        Quirk("chat.id", W, "every chunk has another id", (), "id_changes"),
+        Quirk("chat.role", F, "no role, ever", (), "no_role"),
+        Quirk("usage.counts", F, "total_tokens is one more than prompt + completion", (), "usage_total_wrong"),
+        Quirk("tools.header", W, "the call's id and type come on every fragment", (), "tool_id_every_fragment"),
+        Quirk("error.status", F, "a refused request gets a 500", (), "error_500_detail"),
+        Quirk("error.shape", F, 'the error body is {"detail": ...}', (), "error_500_detail"),
+        Quirk("responses.sequence", F, "a sequence_number is repeated", (), "seq_repeat"),
+        Quirk("responses.done_matches", F, "output_text.done says more than its deltas", (), "done_text_differs"),
+        Quirk("responses.terminal", F, "the terminal event comes twice", (), "double_terminal"),
+    ), variations=("ping_comments",))
+
+
+PROFILES: dict[str, Profile] = {p.name: p for p in map(_profile, (_openai, _vllm, _ollama, _litellm, _llamacpp,
+                                                                      _broken))}
+"""Every profile, by name."""
+
+PROFILE_NAMES: tuple[str, ...] = tuple(PROFILES)
+
+
+def get_profile(profile: str | Profile) -> Profile:
+    """The profile of that name (a Profile is returned as is); a ValueError lists the known names."""
+    if isinstance(profile, Profile):
+        return profile
+    found = PROFILES.get(profile)
+    if found is None:
+        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILE_NAMES)}")
+    return found
+
+
+# -- the answer the stand-in gives any model its script does not name --------------------------------------------
+
+
+def _first_function(dialect: str, request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The first function tool the request offers, as {"name", "parameters"} (either dialect's shape)."""
+    for tool in request.get("tools") or []:
+        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+            continue
+        spec = tool.get("function") if dialect == "chat" else tool
+        if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+            return {"name": spec["name"], "parameters": spec.get("parameters") or {}}
+    return None
+
+
+def _example(name: str, schema: Any) -> Any:
+    schema = schema if isinstance(schema, dict) else {}
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        return 1
+    if kind == "boolean":
+        return True
+    return "Paris, France" if any(w in name for w in ("location", "city", "place")) else "example"
+
+
+def _arguments(parameters: Mapping[str, Any]) -> str:
+    """Arguments that satisfy a function's JSON schema at its simplest: one example value per property."""
+    props = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
+    return json.dumps({name: _example(name, schema) for name, schema in props.items()})
+
+
+def _pieces(text: str, size: int = 7) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def answer_episode(dialect: str, request: Mapping[str, Any]) -> Episode:
+    """The built-in answer: the text of `ANSWER_PIECES`, or a call to the first function the request offers,
+    in `dialect` ("chat" or "responses"), with usage (the usage rule of the profile decides whether it is sent),
+    paced a few milliseconds apart."""
+    model = str(request.get("model") or "stand-in")
+    tool = _first_function(dialect, request)
+    if dialect == "chat":
+        if tool is not None:
+            frames = chat_tool_call_stream([("call_standin_1", tool["name"], _pieces(_arguments(tool["parameters"])))],
+                                           interleave=False, model=model, completion_id="chatcmpl-standin")
+        else:
+            frames = chat_text_stream(ANSWER_PIECES, model=model, completion_id="chatcmpl-standin")
+    elif tool is not None:
+        frames = responses_function_call_stream(_pieces(_arguments(tool["parameters"])), name=tool["name"],
+                                                call_id="call_standin_1", model=model, response_id="resp_standin")
+    else:
+        frames = responses_text_stream(ANSWER_PIECES, model=model, response_id="resp_standin")
+    return Episode(paced(frames, first=0.01, gap=0.002))
+
+
+# -- the one place a profile applies ------------------------------------------------------------------------------
+
+
+def apply_profile(profile: Profile, answer: Episode | ErrorEpisode, *, dialect: str,
+                  request: Mapping[str, Any]) -> Episode | ErrorEpisode:
+    """What a server with `profile` sends instead of `answer` (the documented episode, or the documented error
+    reply) to `request`, on the `dialect`'s route: the same steps and timing, the frames changed by the
+    profile's faults, usage sent as the profile's usage rule says."""
+    ctx = Context(dialect, request)
+    if dialect == "responses" and profile.responses_404 is not None:
+        return ErrorEpisode(404, dict(profile.responses_404))
+    faults = [FAULTS[name] for name in profile.faults]
+    if isinstance(answer, ErrorEpisode):
+        result: Episode | ErrorEpisode = answer
+        for fault in faults:
+            if fault.kind == "error" and isinstance(result, ErrorEpisode):
+                result = fault.apply(result, ctx)  # type: ignore[arg-type]
+        return result
+    frames = frames_of(answer.steps)
+    if not any(f.owns_usage for f in faults if f.kind == dialect):
+        frames = apply_usage_rule(frames, ctx)
+    for fault in faults:
+        if fault.kind == dialect:
+            frames = fault.apply(frames, ctx)  # type: ignore[arg-type]
+    return Episode(steps_from(answer.steps, frames), body=answer.body, headers=answer.headers,
+                   store_as=answer.store_as, stored=answer.stored)

@@ -1,0 +1,423 @@
+"""Provider quirks as small composable transformations of a scripted answer (sans-IO core: bytes in, bytes out).
+
+A real OpenAI-compatible server differs from the documented stream in a few specific, reproducible ways:
+it leaves `finish_reason` out instead of sending null, repeats the role on every chunk, ignores
+`include_usage`, drops the tool-call `index`, sends an error as a field no parser reads. Each such difference
+is a `Fault` here: a named function that takes the frames of a documented stream (or an error reply) and
+returns them changed, in the spirit of toxiproxy's toxics. A provider profile (`streamlab.core.profiles`) is a
+list of faults; the stand-in applies them to whatever episode it would have played.
+
+Frames keep the slot (the scripted `Send` step) they came from, so a transformation keeps the episode's
+timing: `frames_of(steps)` takes an episode apart, `steps_from(steps, frames)` puts it back together, and a
+frame nobody touched keeps its exact bytes.
+
+Three kinds of fault: "chat" and "responses" faults rewrite the frames of a stream of that dialect; "error"
+faults rewrite the error reply to a request the API refuses (an `ErrorEpisode`), possibly into a 200 stream.
+A fault that `owns_usage` decides itself whether usage is sent; otherwise the documented rule applies (usage
+only when `stream_options.include_usage` asks for it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .script import Episode, ErrorEpisode, Send, Step, split_frames
+from .shapes import chat_usage, sse_comment, sse_frame, to_json
+from .sse import parse
+
+__all__ = ["Frame", "Context", "Fault", "FAULTS", "frames_of", "steps_from", "apply_usage_rule"]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One SSE frame of a scripted stream: the `slot` (index of the `Send` step it came from), its scripted
+    bytes (`raw`, None once changed), the event's JSON (`obj`, None for a comment, `[DONE]` or a partial
+    frame), the `event:` name, and whether it is `[DONE]`."""
+
+    slot: int
+    raw: bytes | None
+    obj: Any = None
+    event: str | None = None
+    done: bool = False
+
+    def encode(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        if self.done:
+            return sse_frame("[DONE]")
+        return sse_frame(to_json(self.obj), event=self.event)
+
+    def changed(self, obj: Any) -> Frame:
+        """This frame carrying `obj` instead (re-encoded on output)."""
+        return replace(self, raw=None, obj=obj)
+
+    @property
+    def chunk(self) -> dict[str, Any] | None:
+        """The JSON object when this is a Chat chunk (it has a `choices` list), else None."""
+        return self.obj if isinstance(self.obj, dict) and isinstance(self.obj.get("choices"), list) else None
+
+    @property
+    def usage_only(self) -> bool:
+        """A Chat usage chunk: `choices == []` with a usage object."""
+        return self.chunk is not None and self.obj["choices"] == [] and isinstance(self.obj.get("usage"), dict)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a fault may know about the request: the `dialect` ("chat" or "responses") and its JSON body."""
+
+    dialect: str
+    request: Mapping[str, Any]
+
+    @property
+    def wants_usage(self) -> bool:
+        options = self.request.get("stream_options")
+        return self.dialect == "responses" or (isinstance(options, dict) and options.get("include_usage") is True)
+
+    @property
+    def streamed(self) -> bool:
+        return self.request.get("stream") is True
+
+
+StreamFix = Callable[[list[Frame], Context], list[Frame]]
+ErrorFix = Callable[[ErrorEpisode, Context], "ErrorEpisode | Episode"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A named change: `kind` "chat", "responses" or "error", the function that makes it, what it `does`, and
+    whether it `owns_usage` (decides by itself when usage is sent)."""
+
+    name: str
+    kind: str
+    apply: StreamFix | ErrorFix
+    does: str
+    owns_usage: bool = False
+
+
+# -- taking an episode apart and putting it back ----------------------------------------------------------------
+
+
+def _frame(slot: int, raw: bytes) -> Frame:
+    events, _ = parse(raw)
+    if len(events) != 1:
+        return Frame(slot, raw)  # a comment, a partial frame, or something this module does not rewrite
+    ev = events[0]
+    if ev.data.strip() == "[DONE]":
+        return Frame(slot, raw, done=True)
+    try:
+        obj = json.loads(ev.data)
+    except (ValueError, RecursionError):
+        obj = None
+    return Frame(slot, raw, obj, None if ev.event == "message" else ev.event)
+
+
+def frames_of(steps: Sequence[Step]) -> list[Frame]:
+    """Every frame of every `Send` step, tagged with the step's index."""
+    return [_frame(i, raw) for i, step in enumerate(steps) if isinstance(step, Send)
+            for raw in split_frames(step.data)]
+
+
+def steps_from(steps: Sequence[Step], frames: Sequence[Frame]) -> list[Step]:
+    """`steps` with each `Send` replaced by the frames now tagged with its index (dropped when none are)."""
+    by_slot: dict[int, list[bytes]] = {}
+    for frame in frames:
+        by_slot.setdefault(frame.slot, []).append(frame.encode())
+    out: list[Step] = []
+    for i, step in enumerate(steps):
+        if not isinstance(step, Send):
+            out.append(step)
+        elif by_slot.get(i):
+            out.append(Send(b"".join(by_slot[i])))
+    return out
+
+
+def apply_usage_rule(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """The documented rule for Chat: without `include_usage`, no usage chunk and no `usage` key at all."""
+    if ctx.dialect != "chat" or ctx.wants_usage:
+        return frames
+    return _without_usage(frames)
+
+
+def _without_usage(frames: list[Frame]) -> list[Frame]:
+    out = []
+    for frame in frames:
+        if frame.usage_only:
+            continue
+        if frame.chunk is not None and "usage" in frame.obj:
+            frame = frame.changed({k: v for k, v in frame.obj.items() if k != "usage"})
+        out.append(frame)
+    return out
+
+
+# -- Chat faults -------------------------------------------------------------------------------------------------
+
+
+def _map_choices(frames: list[Frame], fix: Callable[[dict[str, Any]], dict[str, Any] | None]) -> list[Frame]:
+    """Apply `fix` to a copy of every choice of every chunk; a frame whose choices did not change keeps its bytes."""
+    out = []
+    for frame in frames:
+        chunk = frame.chunk
+        if chunk is None or not chunk["choices"]:
+            out.append(frame)
+            continue
+        choices = [fix(json.loads(json.dumps(c))) if isinstance(c, dict) else c for c in chunk["choices"]]
+        out.append(frame if choices == chunk["choices"] else frame.changed({**chunk, "choices": choices}))
+    return out
+
+
+def _omit_null_finish(frames: list[Frame], ctx: Context) -> list[Frame]:
+    def fix(choice: dict[str, Any]) -> dict[str, Any]:
+        if "finish_reason" in choice and choice["finish_reason"] is None:
+            del choice["finish_reason"]
+        return choice
+    return _map_choices(frames, fix)
+
+
+def _role_every_delta(frames: list[Frame], ctx: Context) -> list[Frame]:
+    def fix(choice: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(choice.get("delta"), dict) and not choice["delta"].get("role"):
+            choice["delta"] = {"role": "assistant", **choice["delta"]}
+        return choice
+    return _map_choices(frames, fix)
+
+
+def _no_role(frames: list[Frame], ctx: Context) -> list[Frame]:
+    def fix(choice: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(choice.get("delta"), dict):
+            choice["delta"].pop("role", None)
+        return choice
+    return _map_choices(frames, fix)
+
+
+def _tool_finish_stop(frames: list[Frame], ctx: Context) -> list[Frame]:
+    def fix(choice: dict[str, Any]) -> dict[str, Any]:
+        if choice.get("finish_reason") == "tool_calls":
+            choice["finish_reason"] = "stop"
+        return choice
+    return _map_choices(frames, fix)
+
+
+def _fragments(frames: list[Frame], fix: Callable[[dict[str, Any], dict[int, dict[str, Any]]], None]) -> list[Frame]:
+    """Apply `fix(fragment, first fragment by index)` to every tool-call fragment."""
+    first: dict[int, dict[str, Any]] = {}
+
+    def each(choice: dict[str, Any]) -> dict[str, Any]:
+        for frag in (choice.get("delta") or {}).get("tool_calls") or []:
+            if isinstance(frag, dict):
+                first.setdefault(frag.get("index", -1), dict(frag))
+                fix(frag, first)
+        return choice
+    return _map_choices(frames, each)
+
+
+def _tool_call_no_index(frames: list[Frame], ctx: Context) -> list[Frame]:
+    return _fragments(frames, lambda frag, first: frag.pop("index", None) and None)
+
+
+def _tool_id_every_fragment(frames: list[Frame], ctx: Context) -> list[Frame]:
+    def fix(frag: dict[str, Any], first: dict[int, dict[str, Any]]) -> None:
+        opening = first.get(frag.get("index", -1), {})
+        for key in ("id", "type"):
+            if key in opening and key not in frag:
+                frag[key] = opening[key]
+    return _fragments(frames, fix)
+
+
+def _tool_call_in_one_chunk(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """Send each tool call whole, in one chunk, when its last fragment would have come (fragments of one choice)."""
+    calls: dict[int, dict[str, Any]] = {}
+    tool_frames = [k for k, f in enumerate(frames) if f.chunk and any(
+        (c.get("delta") or {}).get("tool_calls") for c in f.obj["choices"] if isinstance(c, dict))]
+    if not tool_frames:
+        return frames
+    for k in tool_frames:
+        for choice in frames[k].obj["choices"]:
+            for frag in (choice.get("delta") or {}).get("tool_calls") or []:
+                call = calls.setdefault(frag.get("index", 0), {"id": None, "type": "function",
+                                                               "function": {"name": "", "arguments": ""}})
+                if "index" in frag:
+                    call["index"] = frag["index"]
+                call["id"] = call["id"] or frag.get("id")
+                fn = frag.get("function") or {}
+                call["function"]["name"] += fn.get("name") or ""
+                call["function"]["arguments"] += fn.get("arguments") or ""
+    first, last = frames[tool_frames[0]], frames[tool_frames[-1]]
+    choice = dict(first.obj["choices"][0])
+    choice["delta"] = {**{k: v for k, v in choice["delta"].items() if k != "tool_calls"},
+                       "tool_calls": [calls[i] for i in sorted(calls)]}
+    whole = replace(last, raw=None, obj={**first.obj, "choices": [choice]})
+    out = []
+    for k, frame in enumerate(frames):
+        if k == tool_frames[-1]:
+            out.append(whole)
+        elif k not in tool_frames:
+            out.append(frame)
+    return out
+
+
+def _drop_usage(frames: list[Frame], ctx: Context) -> list[Frame]:
+    return _without_usage(frames)
+
+
+def _usage_on_finish_chunk(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """Usage rides on the finish chunk, requested or not; no separate usage chunk."""
+    usage = next((f.obj["usage"] for f in frames if f.usage_only), None)
+    frames = _without_usage(frames)
+    if usage is None:
+        pieces = sum(1 for f in frames if f.chunk and any((c.get("delta") or {}).get("content")
+                                                          for c in f.obj["choices"] if isinstance(c, dict)))
+        usage = chat_usage(12, pieces)
+    out = []
+    placed = False
+    for frame in frames:
+        chunk = frame.chunk
+        if not placed and chunk and any(isinstance(c, dict) and c.get("finish_reason") for c in chunk["choices"]):
+            frame, placed = frame.changed({**chunk, "usage": dict(usage)}), True
+        out.append(frame)
+    return out
+
+
+def _usage_chunk_with_choice(frames: list[Frame], ctx: Context) -> list[Frame]:
+    return [f.changed({**f.obj, "choices": [{"index": 0, "delta": {}}]}) if f.usage_only else f for f in frames]
+
+
+def _usage_total_wrong(frames: list[Frame], ctx: Context) -> list[Frame]:
+    out = []
+    for f in frames:
+        usage = f.obj.get("usage") if f.chunk else None
+        if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
+            f = f.changed({**f.obj, "usage": {**usage, "total_tokens": usage["total_tokens"] + 1}})
+        out.append(f)
+    return out
+
+
+def _timings(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-server's `timings` object next to the usage (a field OpenAI does not send; harmless)."""
+    timings = {"prompt_n": 12, "prompt_ms": 35.2, "predicted_n": 10, "predicted_ms": 180.4}
+    return [f.changed({**f.obj, "timings": timings}) if f.chunk and isinstance(f.obj.get("usage"), dict) else f
+            for f in frames]
+
+
+def _no_done(frames: list[Frame], ctx: Context) -> list[Frame]:
+    return [f for f in frames if not f.done]
+
+
+def _id_changes(frames: list[Frame], ctx: Context) -> list[Frame]:
+    out, n = [], 0
+    for f in frames:
+        if f.chunk is not None and isinstance(f.obj.get("id"), str):
+            if n:
+                f = f.changed({**f.obj, "id": f"{f.obj['id']}-{n}"})
+            n += 1
+        out.append(f)
+    return out
+
+
+def _ping_comments(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """A `: ping` comment before every frame but the first (what proxies add to keep idle connections open)."""
+    out: list[Frame] = []
+    for k, f in enumerate(frames):
+        if k:
+            out.append(Frame(f.slot, sse_comment("ping")))
+        out.append(f)
+    return out
+
+
+# -- Responses faults ----------------------------------------------------------------------------------------------
+
+
+def _typed(frames: list[Frame]) -> list[int]:
+    return [k for k, f in enumerate(frames) if isinstance(f.obj, dict) and isinstance(f.obj.get("type"), str)]
+
+
+def _seq_repeat(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """The third event repeats the second one's sequence_number."""
+    typed = _typed(frames)
+    if len(typed) < 3:
+        return frames
+    out = list(frames)
+    second, third = frames[typed[1]], frames[typed[2]]
+    out[typed[2]] = third.changed({**third.obj, "sequence_number": second.obj.get("sequence_number")})
+    return out
+
+
+def _done_text_differs(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """`response.output_text.done` says one character more than its deltas did."""
+    return [f.changed({**f.obj, "text": f.obj["text"] + "!"}) if isinstance(f.obj, dict)
+            and f.obj.get("type") == "response.output_text.done" and isinstance(f.obj.get("text"), str) else f
+            for f in frames]
+
+
+def _double_terminal(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """The terminal event is sent twice (the second with the next sequence_number)."""
+    typed = _typed(frames)
+    if not typed:
+        return frames
+    last = frames[typed[-1]]
+    seq = last.obj.get("sequence_number")
+    again = last.changed({**last.obj, "sequence_number": seq + 1 if isinstance(seq, int) else seq})
+    return frames[:typed[-1] + 1] + [again] + frames[typed[-1] + 1:]
+
+
+# -- error faults ----------------------------------------------------------------------------------------------------
+
+
+def _message(ep: ErrorEpisode) -> str:
+    error = ep.body.get("error") if isinstance(ep.body, Mapping) else None
+    return str(error.get("message")) if isinstance(error, Mapping) else json.dumps(ep.body)
+
+
+def _error_flat_envelope(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
+    """vLLM before 0.10.1: the error's fields at the top level, `"object": "error"`, an integer code."""
+    body = {"object": "error", "message": _message(ep), "type": "BadRequestError", "param": None, "code": ep.status}
+    return ErrorEpisode(ep.status, body, ep.headers, ep.wait)
+
+
+def _error_in_stream_field(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode | Episode:
+    """llama-server (2025): a request refused once streaming was asked for gets a 200, an `error:` field line
+    (which the SSE standard ignores), then `data: [DONE]`."""
+    if ep.status != 400 or not ctx.streamed:
+        return ep
+    error = {"code": ep.status, "message": _message(ep), "type": "invalid_request_error"}
+    return Episode([Send(b"error: " + json.dumps(error).encode() + b"\n\n"), Send(b"data: [DONE]\n\n")])
+
+
+def _error_500_detail(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
+    """A framework's default: 500 with `{"detail": "Internal Server Error"}`."""
+    return ErrorEpisode(500, {"detail": "Internal Server Error"}, ep.headers, ep.wait)
+
+
+FAULTS: dict[str, Fault] = {f.name: f for f in (
+    Fault("omit_null_finish", "chat", _omit_null_finish, 'leaves "finish_reason" out while it is null'),
+    Fault("role_every_delta", "chat", _role_every_delta, 'repeats "role": "assistant" in every delta'),
+    Fault("no_role", "chat", _no_role, "never sends a role"),
+    Fault("tool_finish_stop", "chat", _tool_finish_stop, 'ends a tool call with finish_reason "stop"'),
+    Fault("tool_call_no_index", "chat", _tool_call_no_index, "sends tool-call fragments without an index"),
+    Fault("tool_id_every_fragment", "chat", _tool_id_every_fragment,
+          "repeats the call's id and type on every fragment"),
+    Fault("tool_call_in_one_chunk", "chat", _tool_call_in_one_chunk,
+          "sends each tool call whole, in one chunk (allowed: arguments need not be split)"),
+    Fault("drop_usage", "chat", _drop_usage, "never sends usage, whatever include_usage says", owns_usage=True),
+    Fault("usage_on_finish_chunk", "chat", _usage_on_finish_chunk,
+          "always sends usage, on the finish chunk (choices not empty)", owns_usage=True),
+    Fault("usage_chunk_with_choice", "chat", _usage_chunk_with_choice,
+          'gives the usage chunk a choice {"index": 0, "delta": {}}'),
+    Fault("usage_total_wrong", "chat", _usage_total_wrong, "reports a total_tokens one more than the sum"),
+    Fault("timings", "chat", _timings, "adds a timings object next to the usage (allowed: an extra field)"),
+    Fault("no_done", "chat", _no_done, "ends the body without data: [DONE]"),
+    Fault("id_changes", "chat", _id_changes, "gives every chunk another id"),
+    Fault("ping_comments", "chat", _ping_comments, "sends : ping comments between frames (allowed: comments)"),
+    Fault("seq_repeat", "responses", _seq_repeat, "repeats a sequence_number"),
+    Fault("done_text_differs", "responses", _done_text_differs, "says more in output_text.done than in its deltas"),
+    Fault("double_terminal", "responses", _double_terminal, "sends the terminal event twice"),
+    Fault("error_flat_envelope", "error", _error_flat_envelope,
+          'answers errors with {"object": "error", "message": ...} instead of {"error": {...}}'),
+    Fault("error_in_stream_field", "error", _error_in_stream_field,
+          "answers a refused streaming request with 200 and an error: field line"),
+    Fault("error_500_detail", "error", _error_500_detail, 'answers errors with 500 {"detail": ...}'),
+)}
+"""Every fault a profile can name."""

@@ -1,0 +1,52 @@
+"""The `streamlab check` subcommand: grade any OpenAI-compatible streaming endpoint, byte by byte (tools layer).
+
+It prints the report card as a table (or, with `--json`, the JSON document described in the README's
+"Checking an endpoint" section) and exits 0 when no check failed, 1 when one did, and 2 when the endpoint
+could not be checked at all (no connection, or the API key was refused), saying why on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    """Send a few streaming requests to BASE_URL (a plain answer, one with stream_options.include_usage, one
+    that asks for a tool call, one the API must refuse, and the Responses equivalents with --dialect
+    responses or both), then grade the raw bytes of every answer: pass, warn, fail or skip, with the
+    offending bytes located and quoted, and why each finding matters. Timing facts are reported, never
+    graded. Exit 0: nothing failed; 1: something failed; 2: the endpoint could not be checked."""
+    from ..net.check import check_endpoint
+
+    if args.timeout <= 0:
+        print(f"error: --timeout must be a positive number of seconds, got {args.timeout:g}", file=sys.stderr)
+        return 2
+    report = check_endpoint(args.base_url, model=args.model, api_key=args.api_key, dialect=args.dialect,
+                            timeout=args.timeout)
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.render(passes=not args.failures_only))
+    if report.unreachable is not None:
+        print(f"streamlab check: could not check {args.base_url}: {report.unreachable}", file=sys.stderr)
+    return report.exit_code
+
+
+def register(sub: Any) -> None:
+    """Add the `check` subcommand to the `streamlab` parser's subparsers."""
+    p = sub.add_parser("check", help="grade an OpenAI-compatible streaming endpoint from the bytes it sends",
+                       description=_cmd_check.__doc__)
+    p.add_argument("base_url", metavar="BASE_URL", help="the API's base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--model", required=True, help="the model name to put in every request")
+    p.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY' (default: none)")
+    p.add_argument("--dialect", choices=("chat", "responses", "both"), default="chat",
+                   help="which API to check: Chat Completions (default), Responses, or both")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (for CI) instead of a table")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds allowed per request: to connect, between reads, and in all (default 60)")
+    p.add_argument("--failures-only", action="store_true", help="list only the checks that did not pass")
+    p.set_defaults(func=_cmd_check)
