@@ -25,7 +25,9 @@ LONG = chat_text_stream([f"t{i:03d} " for i in range(N_PIECES)])
 
 @pytest.fixture
 def server():
-    with StandIn({"long": Episode(paced(LONG, gap=0.01))}) as s:
+    # The client is under test here, not the stand-in's checks: requests name only the model, and every
+    # scripted byte is played (the stand-in's defaults are the real API's: messages required, usage on request).
+    with StandIn({"long": Episode(paced(LONG, gap=0.01))}, usage="scripted", require_input=False) as s:
         yield s
 
 
@@ -115,7 +117,8 @@ def test_cancel_through_the_retrying_stream(server: StandIn) -> None:
 def test_cancel_a_resumable_stream_does_not_reconnect() -> None:
     frames = responses_text_stream([f"w{i} " for i in range(100)], response_id="resp_long")
     stored = StoredResponse.from_frames(frames)
-    with StandIn({"bg": Episode(paced(frames, gap=0.01))}, stored={"resp_long": stored}) as server:
+    with StandIn({"bg": Episode(paced(frames, gap=0.01))}, stored={"resp_long": stored},
+                 require_input=False) as server:
         acc = ResponsesAccumulator()
         with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
             for timed in stream:

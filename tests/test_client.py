@@ -86,7 +86,10 @@ pytestmark = pytest.mark.usefixtures("no_leaked_threads")  # see conftest.py
 
 @pytest.fixture(scope="module")
 def server():
-    with StandIn(SCRIPT, stored={"resp_demo": StoredResponse.from_frames(RESP)}) as s:
+    # The client is under test here, not the stand-in's checks: requests name only the model, and every
+    # scripted byte is played (the stand-in's defaults are the real API's: messages required, usage on request).
+    with StandIn(SCRIPT, stored={"resp_demo": StoredResponse.from_frames(RESP)}, usage="scripted",
+                 require_input=False) as s:
         yield s
 
 
@@ -586,7 +589,7 @@ def test_fifty_concurrent_async_streams_all_complete():
 
             return list(await asyncio.gather(*(one(i) for i in range(n))))
 
-    with StandIn(script) as server:
+    with StandIn(script, require_input=False) as server:
         streams = asyncio.run(run(server.base_url))
         assert server.wait_idle()
         assert sorted(r.outcome for r in server.records()) == ["complete"] * n
@@ -601,7 +604,7 @@ def test_close_from_another_thread_never_raises_in_the_reader() -> None:
     """A "Stop" button on another thread: the reader ends quietly as cancelled, however the race falls."""
     long = shapes.chat_text_stream([f"t{i:04d} " for i in range(3000)], model="long")
     outcomes = []
-    with StandIn({"long": Episode([Send(f) for f in long])}) as srv:
+    with StandIn({"long": Episode([Send(f) for f in long])}, require_input=False) as srv:
         for i in range(25):
             stream = stream_chat(srv.base_url, {"model": "long"})
             stream.open()
@@ -645,14 +648,15 @@ def test_aclose_from_another_task_never_raises_in_the_reader() -> None:
             outcomes.append(await task)
         return outcomes
 
-    with StandIn({"long": Episode([Send(f) for f in long])}) as srv:
+    with StandIn({"long": Episode([Send(f) for f in long])}, require_input=False) as srv:
         outcomes = asyncio.run(run(srv))
     assert set(outcomes) == {"ended cancelled"}, outcomes
 
 
 def test_abandoned_loop_without_with_cancels_and_stops_the_watchdog() -> None:
     long = shapes.chat_text_stream([f"t{i:04d} " for i in range(500)], model="long")
-    with StandIn({"long": Episode(paced(long, gap=0.01))}) as srv:  # still writing when we walk away
+    # still writing when we walk away
+    with StandIn({"long": Episode(paced(long, gap=0.01))}, require_input=False) as srv:
         stream = stream_chat(srv.base_url, {"model": "long"}, deadline=30)
         for _ in stream:
             break
@@ -664,7 +668,7 @@ def test_abandoned_loop_without_with_cancels_and_stops_the_watchdog() -> None:
 def test_non_ascii_last_event_id_round_trips_as_utf8() -> None:
     """The standard sends the last event ID UTF-8 encoded; the stand-in must match it to resume."""
     frames = [b"id: \xc3\xa9-1\ndata: a\n\n", b"id: \xc3\xa9-2\ndata: b\n\n", b"data: [DONE]\n\n"]
-    with StandIn({"m": Episode([Send(f) for f in frames])}) as srv:
+    with StandIn({"m": Episode([Send(f) for f in frames])}, require_input=False) as srv:
         with stream_chat(srv.base_url, {"model": "m"}, last_event_id="\u00e9-1") as stream:
             data = [t.data for t in stream]
         assert data == ["b", "[DONE]"]

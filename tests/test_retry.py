@@ -192,7 +192,9 @@ def _text(events) -> str:
 
 @pytest.fixture(scope="module")
 def server():
-    with StandIn({"unused": Episode([])}) as s:
+    # The client is under test here, not the stand-in's checks: requests name only the model, and every
+    # scripted byte is played (the stand-in's defaults are the real API's: messages required, usage on request).
+    with StandIn({"unused": Episode([])}, usage="scripted", require_input=False) as s:
         yield s
 
 
