@@ -24,6 +24,7 @@ from typing import Any
 from .accumulate import ChatAccumulator, ResponsesAccumulator
 from .actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
 from .errors import ErrorInStream, FrameError, SequenceError
+from .profiles import answer_episode, apply_profile
 from .request import Request, RequestHead
 from .room import Room, learner_of
 from .script import (
@@ -150,24 +151,42 @@ def _create(room: Room, request: Request, learner: str, dialect: str) -> Decisio
         return Decision(req, Note(learner=learner))
     problem = _check_fields(room, req, dialect)
     stream = req.get("stream") is True
+    profile = room.options.profile
     if problem is not None:
-        return Decision(problem, Note(learner=learner, json=req, stream=stream))
+        if profile is None:
+            return Decision(problem, Note(learner=learner, json=req, stream=stream))
+        refused = ErrorEpisode(problem.status, problem.body, problem.headers)
+        return _answer(room, request.head, learner, dialect, req, refused, Note(learner=learner, json=req,
+                                                                                  stream=stream))
     model = req["model"]
     note = Note(learner=learner, json=req, model=model, stream=stream)
     picked = room.pick(learner, model)
+    if picked is None and profile is not None:  # a profile answers any model the script does not name
+        picked = (0, answer_episode(dialect, req))
     if picked is None:
         known = ", ".join(sorted(room.scripts)) or "none"
         return Decision(_error(404, f"The model `{model}` does not exist on this stand-in (scripted: {known})",
                                code="model_not_found", param="model"), note)
     index, ep = picked
     note = Note(learner=learner, json=req, model=model, stream=stream, episode=index)
+    return _answer(room, request.head, learner, dialect, req, ep, note)
+
+
+def _answer(room: Room, head: RequestHead, learner: str, dialect: str, req: dict[str, Any],
+            ep: Episode | ErrorEpisode, note: Note) -> Decision:
+    """Play `ep` for this request: through the room's provider profile first, when there is one (the one place
+    a profile applies), then as a JSON reply, a whole body, or a stream."""
+    profile = room.options.profile
+    if profile is not None:
+        ep = apply_profile(profile, ep, dialect=dialect, request=req)
     if isinstance(ep, ErrorEpisode):
         return Decision(Reply(ep.status, ep.body, ep.headers, wait=ep.wait), note)
     if ep.store_as:
         room.learner(learner).fresh_response(ep.store_as)
-    if not stream:
-        return Decision(_whole_body(ep, dialect, model), note)
-    return _create_stream(room, request.head, learner, ep, _wants_usage(room, req, dialect), note)
+    if req.get("stream") is not True:
+        return Decision(_whole_body(ep, dialect, str(req.get("model") or "")), note)
+    usage = profile is not None or _wants_usage(room, req, dialect)  # a profile has applied its own usage rule
+    return _create_stream(room, head, learner, ep, usage, note)
 
 
 def _whole_body(ep: Episode, dialect: str, model: str) -> Reply:

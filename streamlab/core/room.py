@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .request import RequestHead
 from .script import Episode, ErrorEpisode, Script, ScriptValue, Step, StoredResponse, normalise_scripts
+
+if TYPE_CHECKING:
+    from .profiles import Profile
 
 __all__ = ["Learner", "Options", "Room", "UsagePolicy", "learner_of", "ANONYMOUS", "DEFAULT_MAX_LEARNERS",
            "DEFAULT_OPTIONS"]
@@ -55,11 +58,14 @@ class Options:
     only when the request asks for it with `stream_options.include_usage`, as the real API does; "scripted"
     plays every scripted byte as is, which is what a test of exact scripted bytes wants. `require_input`
     (on by default): refuse a Chat request without `messages`, or a Responses request without `input`,
-    with the real API's 400. `streamlab standin --lenient` turns both off.
+    with the real API's 400. `streamlab standin --lenient` turns both off. `profile`: a provider profile
+    (`streamlab.core.profiles`) that reshapes every answer and refusal the way that server does, and answers
+    models the script does not name (it then decides when usage is sent).
     """
 
     usage: UsagePolicy = "requested"
     require_input: bool = True
+    profile: Profile | None = None
 
     def __post_init__(self) -> None:
         if self.usage not in ("requested", "scripted"):

@@ -41,6 +41,7 @@ from typing import Any
 
 from ..core.actions import Decision, Stream
 from ..core.plan import derive_body, plan, stream_cancelled
+from ..core.profiles import Profile, get_profile
 from ..core.request import Request
 from ..core.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
 from ..core.scenarios import SCENARIOS, scenario
@@ -198,7 +199,8 @@ class StandIn:
     `usage` and `require_input` choose how closely requests are checked like the real API
     (`streamlab.core.room.Options`): by default as the real API does, `messages`/`input` required and the
     Chat usage chunk only with `stream_options.include_usage`; `usage="scripted"` plays every scripted byte.
-    The timeouts and caps are described in the module docstring.
+    `profile` (a name from `streamlab.core.profiles.PROFILES`, or a `Profile`) makes it answer as that server
+    does, and answer any model the scripts do not name. The timeouts and caps are in the module docstring.
     Use it as a context manager (`with StandIn(scripts) as server:`), or call `start()` and `stop()`.
     Stopping ends stalled streams, closes every connection and joins every thread it started.
     """
@@ -220,12 +222,14 @@ class StandIn:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         usage: UsagePolicy = DEFAULT_OPTIONS.usage,
         require_input: bool = DEFAULT_OPTIONS.require_input,
+        profile: str | Profile | None = None,
     ) -> None:
         self.host = host
         self.max_body_bytes = max_body_bytes
         self._requested_port = port
         limits = Limits(max_body_bytes, header_timeout, body_timeout, idle_timeout, send_timeout, max_connections)
-        room = Room(scripts, stored=stored, options=Options(usage=usage, require_input=require_input))
+        chosen = None if profile is None else get_profile(profile)
+        room = Room(scripts, stored=stored, options=Options(usage=usage, require_input=require_input, profile=chosen))
         self._book = RecordBook(max_records=max_records, max_record_bytes=max_record_bytes)
         self._host = _Host(room, limits, self._book)
         self._httpd: _Server | None = None
@@ -371,6 +375,7 @@ def serve(
     port: int = 0,
     usage: UsagePolicy = DEFAULT_OPTIONS.usage,
     require_input: bool = DEFAULT_OPTIONS.require_input,
+    profile: str | Profile | None = None,
 ) -> StandIn:
     """Start a stand-in for a notebook, first stopping the one a previous call started.
 
@@ -383,7 +388,7 @@ def serve(
             _current.stop()
             _current = None
         _current = StandIn(scripts, stored=stored, host=host, port=port, usage=usage,
-                           require_input=require_input).start()
+                           require_input=require_input, profile=profile).start()
         return _current
 
 

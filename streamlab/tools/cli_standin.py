@@ -41,6 +41,11 @@ def _banner(args: argparse.Namespace, server: Any, script: dict[str, Any]) -> No
     if args.host in ("0.0.0.0", "::", ""):
         print(f"  listening on every interface: others in the room use this machine's address, port {server.port}")
     print(f"  models: {', '.join(sorted(script))}")
+    if args.profile:
+        from ..core.profiles import PROFILES
+
+        print(f"  profile {args.profile!r}: answers as {PROFILES[args.profile].title}; any other model name gets its "
+              f"answer\n  grade it: streamlab check {base} --model any --dialect both")
     print("  your API key names you: each key gets its own episodes; POST /v1/reset starts you over")
     print("\ntry it with curl (-N: print bytes as they arrive):")
     print(f"  curl -N {base}/{dialect} -H 'Authorization: Bearer your-name' -H 'Content-Type: application/json' "
@@ -77,11 +82,14 @@ def _follow(finished: queue.Queue[Any] | None) -> None:
 def _cmd_standin(args: argparse.Namespace) -> int:
     """Serve a scripted stand-in for an OpenAI-compatible endpoint (no model, no key, no network) until
     Ctrl-C. Every scenario is a scripted answer under its own model name; "all" serves them together."""
+    from ..core.profiles import PROFILES
     from ..net.standin import SCENARIOS, StandIn, scenario
 
     if args.list:
         for name, what in SCENARIOS.items():
             print(f"{name:<11} {what}")
+        for profile in PROFILES.values():
+            print(f"--profile {profile.name:<9} {profile.title}")
         return 0
     try:
         script = scenario(args.scenario)
@@ -90,7 +98,7 @@ def _cmd_standin(args: argparse.Namespace) -> int:
         return 2
     try:
         server = StandIn(script, host=args.host, port=args.port, usage="scripted" if args.lenient else "requested",
-                         require_input=not args.lenient, max_record_bytes=64 * 1024).start()
+                         require_input=not args.lenient, max_record_bytes=64 * 1024, profile=args.profile).start()
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
@@ -112,6 +120,8 @@ def _cmd_standin(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add the `standin` subcommand to the `streamlab` parser's subparsers."""
+    from ..core.profiles import PROFILE_NAMES
+
     p = sub.add_parser("standin", help="serve a scripted OpenAI-compatible stand-in until Ctrl-C",
                        description=_cmd_standin.__doc__)
     p.add_argument("--scenario", default="all", help="a named scenario, or 'all' (default); see --list")
@@ -122,4 +132,7 @@ def register(sub: Any) -> None:
     p.add_argument("--lenient", action="store_true",
                    help="play every scripted byte and accept requests without messages/input (default: check "
                         "requests and send usage only when asked, as the real API does)")
+    p.add_argument("--profile", choices=PROFILE_NAMES, default=None,
+                   help="answer as that server does (documented quirks of vLLM, Ollama, LiteLLM, llama.cpp, or "
+                        "several faults at once: broken); any model name the scenario lacks gets its answer")
     p.set_defaults(func=_cmd_standin)
