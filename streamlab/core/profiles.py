@@ -70,8 +70,8 @@ class Profile:
 
     @property
     def faults(self) -> tuple[str, ...]:
-        """The faults to apply, in order: the variations, then each quirk's fault (once)."""
-        names = list(self.variations) + [q.fault for q in self.quirks if q.fault != "responses_not_served"]
+        """The faults to apply, in order: each quirk's fault (once), then the variations."""
+        names = [q.fault for q in self.quirks if q.fault != "responses_not_served"] + list(self.variations)
         return tuple(dict.fromkeys(names))
 
     def expected(self) -> dict[str, Status]:

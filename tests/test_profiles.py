@@ -1,0 +1,187 @@
+"""Provider profiles: each reproduces its documented quirks, and `streamlab check` reports exactly those.
+
+The quirks of every profile are data (`Profile.quirks`: the check each one trips, warn or fail). The central
+test runs the real checker against the real stand-in in each profile and demands equality with that data:
+no finding the profile does not inject, none missing. The same holds on bytes alone (the planner's answer
+through `apply_profile`, graded without a socket), and the OpenAI-exact profile passes every check.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from streamlab.core import shapes
+from streamlab.core.conformance import CHECK_IDS, ProbeResult, Status, probes_for
+from streamlab.core.grading import grade
+from streamlab.core.profiles import (
+    ANSWER_PIECES,
+    PROFILE_NAMES,
+    PROFILES,
+    Quirk,
+    answer_episode,
+    apply_profile,
+    get_profile,
+)
+from streamlab.core.quirks import FAULTS, Context, frames_of
+from streamlab.core.script import Episode, ErrorEpisode, Send, Wait
+from streamlab.core.sse import parse
+from streamlab.net.check import check_endpoint
+from streamlab.net.standin import StandIn
+from streamlab.tools.cli import build_parser
+
+REFUSAL = ErrorEpisode(400, shapes.error_body("invalid type for 'messages'", "invalid_request_error", "invalid_type",
+                                              "messages"))
+SSE = (("content-type", "text/event-stream"),)
+
+
+def simulate(name: str) -> list[ProbeResult]:
+    """What the stand-in in profile `name` sends each probe, computed without a socket."""
+    out = []
+    for probe in probes_for("both", "any"):
+        answer = REFUSAL if probe.kind == "error" else answer_episode(probe.dialect, probe.body)
+        sent = apply_profile(PROFILES[name], answer, dialect=probe.dialect, request=probe.body)
+        if isinstance(sent, ErrorEpisode):
+            out.append(ProbeResult(probe, sent.status, (("content-type", "application/json"),),
+                                   json.dumps(sent.body).encode()))
+        else:
+            out.append(ProbeResult(probe, 200, SSE, sent.payload, ((len(sent.payload), 0.0),)))
+    return out
+
+
+def chunks(body: bytes) -> list[dict]:
+    events, _ = parse(body)
+    return [json.loads(e.data) for e in events if e.data != "[DONE]"]
+
+
+# -- the checker reports exactly what each profile injects ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PROFILE_NAMES)
+def test_on_bytes_alone_each_profile_draws_exactly_its_quirks(name: str) -> None:
+    found = {f.check: f.status for f in grade(simulate(name)) if f.status in (Status.WARN, Status.FAIL)}
+    assert found == PROFILES[name].expected()
+
+
+@pytest.mark.parametrize("name", PROFILE_NAMES)
+def test_streamlab_check_against_the_stand_in_reports_exactly_the_profiles_quirks(name: str) -> None:
+    with StandIn({}, profile=name) as server:
+        report = check_endpoint(server.base_url, model="any-model", dialect="both", timeout=10)
+    assert report.issues() == PROFILES[name].expected(), report.render(passes=False, timings=False)
+    assert report.exit_code == (1 if any(s is Status.FAIL for s in report.issues().values()) else 0)
+
+
+def test_the_openai_profile_passes_every_check_and_skips_none() -> None:
+    with StandIn({}, profile="openai") as server:
+        report = check_endpoint(server.base_url, model="gpt-anything", dialect="both", timeout=10)
+    assert [f.check for f in report.findings] == list(CHECK_IDS)
+    assert all(f.status is Status.PASS for f in report.findings), report.render(passes=False)
+
+
+def test_each_fault_is_used_and_each_profile_differs() -> None:
+    used = {name for p in PROFILES.values() for name in p.faults}
+    assert used == set(FAULTS)
+    assert len({frozenset(p.expected().items()) for p in PROFILES.values()}) == len(PROFILES)
+
+
+# -- documented where the docstring says ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [n for n in PROFILE_NAMES if n != "broken"])
+def test_every_quirk_of_a_real_server_cites_its_sources_in_the_profile_doc(name: str) -> None:
+    profile = PROFILES[name]
+    assert profile.doc and profile.title
+    for quirk in profile.quirks:
+        assert quirk.sources, quirk
+        for source in quirk.sources:
+            assert source.startswith("https://github.com/") and source in profile.doc, source
+
+
+def test_the_broken_profile_says_it_is_no_real_server() -> None:
+    broken = PROFILES["broken"]
+    assert "no real server" in broken.doc and len(broken.quirks) >= 5
+    assert {q.check.split(".")[0] for q in broken.quirks} >= {"chat", "usage", "tools", "error", "responses"}
+
+
+# -- what a profile changes, and what it keeps -----------------------------------------------------------------
+
+
+def test_a_profile_keeps_the_timing_and_the_untouched_bytes() -> None:
+    request = {"model": "m", "messages": [], "stream": True, "stream_options": {"include_usage": True}}
+    answer = answer_episode("chat", request)
+    assert apply_profile(PROFILES["openai"], answer, dialect="chat", request=request).steps == answer.steps
+    changed = apply_profile(PROFILES["vllm"], answer, dialect="chat", request=request)
+    waits = [s for s in answer.steps if isinstance(s, Wait)]
+    assert [s for s in changed.steps if isinstance(s, Wait)] == waits
+    assert len(changed.steps) == len(answer.steps) and changed.steps != answer.steps
+
+
+def test_the_documented_usage_rule_and_the_profiles_own() -> None:
+    plain = {"model": "m", "messages": [], "stream": True}
+    asked = dict(plain, stream_options={"include_usage": True})
+    answer = answer_episode("chat", plain)
+    for name, without, with_ in [("openai", False, True), ("ollama", False, False), ("llamacpp", True, True)]:
+        sent = [apply_profile(PROFILES[name], answer, dialect="chat", request=r).payload for r in (plain, asked)]
+        assert [any(isinstance(c.get("usage"), dict) for c in chunks(body)) for body in sent] == [without, with_], name
+    body = apply_profile(PROFILES["llamacpp"], answer, dialect="chat", request=plain).payload
+    finish = next(c for c in chunks(body) if c["choices"] and c["choices"][0].get("finish_reason"))
+    assert finish["usage"]["completion_tokens"] == len(ANSWER_PIECES) and "timings" in finish
+
+
+def test_the_variations_change_bytes_but_break_no_promise() -> None:
+    tools = {"model": "m", "messages": [], "stream": True,
+             "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                 "type": "object", "properties": {"location": {"type": "string"}}}}}]}
+    ctx = Context("chat", tools)
+    frames = frames_of(answer_episode("chat", tools).steps)
+    whole = FAULTS["tool_call_in_one_chunk"].apply(frames, ctx)
+    calls = [c for f in whole if f.chunk for ch in f.obj["choices"] for c in ch["delta"].get("tool_calls") or []]
+    assert len(calls) == 1 and json.loads(calls[0]["function"]["arguments"]) == {"location": "Paris, France"}
+    pinged = FAULTS["ping_comments"].apply(frames, ctx)
+    assert sum(f.encode() == b": ping\n\n" for f in pinged) == len(frames) - 1
+
+
+def test_refusals_under_each_profile() -> None:
+    ctx_request = {"model": "m", "messages": "x", "stream": True}
+    flat = apply_profile(PROFILES["vllm"], REFUSAL, dialect="chat", request=ctx_request)
+    assert flat.status == 400 and flat.body["object"] == "error" and flat.body["code"] == 400
+    in_stream = apply_profile(PROFILES["llamacpp"], REFUSAL, dialect="chat", request=ctx_request)
+    assert isinstance(in_stream, Episode) and in_stream.payload.startswith(b"error: {")
+    assert in_stream.payload.endswith(b"data: [DONE]\n\n")
+    assert apply_profile(PROFILES["openai"], REFUSAL, dialect="chat", request=ctx_request) is REFUSAL
+    limited = ErrorEpisode(429, shapes.error_body("slow down", "rate_limit_exceeded"))
+    assert apply_profile(PROFILES["llamacpp"], limited, dialect="chat", request=ctx_request) is limited
+    gone = apply_profile(PROFILES["ollama"], answer_episode("responses", {}), dialect="responses", request={})
+    assert isinstance(gone, ErrorEpisode) and gone.status == 404
+
+
+def test_scripted_models_keep_their_script_and_other_models_get_the_answer() -> None:
+    frames = shapes.chat_text_stream(["Hel", "lo"], model="m")
+    ask = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with StandIn({"m": Episode([Send(f) for f in frames])}, profile="ollama") as server, httpx.Client() as client:
+        scripted = client.post(server.url("chat/completions"), json={"model": "m", **ask}).content
+        other = client.post(server.url("chat/completions"), json={"model": "other", **ask}).content
+        whole = client.post(server.url("chat/completions"), json={"model": "other", "messages": ask["messages"]})
+    texts = ["".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(body) if c["choices"])
+             for body in (scripted, other)]
+    assert texts == ["Hello", "".join(ANSWER_PIECES)]
+    assert all(c["choices"][0]["delta"]["role"] == "assistant" for c in chunks(scripted) if c["choices"])
+    assert whole.json()["choices"][0]["message"]["content"] == "".join(ANSWER_PIECES)
+
+
+def test_unknown_names_are_refused_and_say_what_is_known() -> None:
+    with pytest.raises(ValueError, match="known: openai, vllm, ollama, litellm, llamacpp, broken"):
+        get_profile("gateway")
+    with pytest.raises(ValueError, match="unknown check"):
+        Quirk("chat.nope", Status.WARN, "", (), "no_done")
+    with pytest.raises(ValueError, match="warn or a fail"):
+        Quirk("chat.done", Status.PASS, "", (), "no_done")
+    with pytest.raises(ValueError, match="unknown fault"):
+        Quirk("chat.done", Status.FAIL, "", (), "nothing")
+    with pytest.raises(ValueError, match="unknown profile"):
+        StandIn({}, profile="nope")
+    assert build_parser().parse_args(["standin", "--profile", "vllm"]).profile == "vllm"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["standin", "--profile", "nope"])
