@@ -185,3 +185,18 @@ def test_unknown_names_are_refused_and_say_what_is_known() -> None:
     assert build_parser().parse_args(["standin", "--profile", "vllm"]).profile == "vllm"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["standin", "--profile", "nope"])
+
+
+def test_the_compatibility_matrix_figure_and_its_text_twin_agree() -> None:
+    from streamlab.core.conformance import Report, render_matrix
+    from streamlab.tools.plots import plot_compatibility_matrix
+
+    reports = {name: Report("stand-in", "any", "both", grade(simulate(name))) for name in PROFILE_NAMES}
+    fig = plot_compatibility_matrix(reports)
+    marks = {text.get_gid(): text.get_text() for text in fig.axes[0].texts}
+    assert len(marks) == len(CHECK_IDS) * len(PROFILE_NAMES)
+    assert (marks["cell:tools.index:ollama"], marks["cell:chat.finish_null:vllm"], marks["cell:chat.done:openai"],
+            marks["cell:responses.terminal:llamacpp"]) == ("F", "W", "", "-")
+    twin = {line.split()[0]: line.split()[1:] for line in render_matrix(reports).splitlines()[1:-1]}
+    for check in CHECK_IDS:
+        assert [marks[f"cell:{check}:{n}"] or "." for n in PROFILE_NAMES] == twin[check]

@@ -11,6 +11,8 @@ Lab 04:
 
 Lab 05: `plot_attempts`, the retry timeline (each attempt as a bar, each wait as a hatched bar).
 
+Lab 08: `plot_compatibility_matrix`, checks x endpoints (or provider profiles), coloured and marked by status.
+
 Each takes an optional `ax` so they can be combined, and returns the Figure. Artists carry a `gid`
 ("chars:LABEL", "ttft:LABEL", "total:LABEL", "schedule:ttft", "schedule:total", "blank:streaming",
 "blank:buffered") so tests and learners can find them without relying on draw order.
@@ -23,14 +25,16 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
 
+from ..core.conformance import CHECKS, Report, Status, matrix_rows
 from ..core.fuzz import HarnessResult
 from ..core.metrics import Schedule, Timing, illustrative_blank_share
 from ..net.retrying import Attempt
 
 __all__ = [
     "plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS", "plot_share_heatmap", "plot_strategy_bars",
-    "plot_attempts",
+    "plot_attempts", "plot_compatibility_matrix",
 ]
 
 DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -219,4 +223,46 @@ def plot_attempts(attempts: Sequence[Attempt], *, ax: Axes | None = None, title:
     ax.set_ylim(0.3, len(attempts) + 0.9)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+# =====================================================================================================
+# Lab 08: the compatibility matrix.
+# =====================================================================================================
+
+_STATUS_COLOURS = {Status.PASS: "#4daf4a", Status.WARN: "#ffb000", Status.FAIL: "#e41a1c", Status.SKIP: "#d9d9d9"}
+_STATUS_MARKS = {Status.PASS: "", Status.WARN: "W", Status.FAIL: "F", Status.SKIP: "-"}
+
+
+def plot_compatibility_matrix(reports: Mapping[str, Report], checks: Sequence[str] | None = None, *,
+                              title: str = "What each endpoint does with each promise") -> Figure:
+    """The compatibility matrix: one row per check, one column per report (an endpoint or a profile), each
+    cell coloured by its status and marked W (warn), F (fail) or - (skip), so it reads without colour too.
+
+    Rows follow `checks` (default: every check some report graded), with a line between check groups. Each
+    cell's mark is a text artist with gid "cell:CHECK:NAME". The text twin is
+    `streamlab.core.conformance.render_matrix` on the same reports.
+    """
+    rows = matrix_rows(reports, checks)
+    names = list(reports)
+    fig = Figure(figsize=(2.2 + 1.05 * len(names), 1.3 + 0.26 * len(rows)), layout="constrained")
+    ax = fig.add_subplot()
+    for y, (check, statuses) in enumerate(rows):
+        for x, (name, status) in enumerate(zip(names, statuses)):
+            ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=_STATUS_COLOURS[status], edgecolor="white"))
+            ax.text(x, y, _STATUS_MARKS[status], ha="center", va="center", fontsize=8, fontweight="bold",
+                    gid=f"cell:{check}:{name}")
+    for y in range(1, len(rows)):
+        if CHECKS[rows[y][0]].group != CHECKS[rows[y - 1][0]].group:
+            ax.axhline(y - 0.5, color="black", linewidth=1.2)
+    ax.set_xlim(-0.5, len(names) - 0.5)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xticks(range(len(names)), names, fontsize=9)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(rows)), [check for check, _ in rows], fontsize=8)
+    ax.tick_params(length=0)
+    handles = [Patch(facecolor=_STATUS_COLOURS[s], label=s.value + (f" ({_STATUS_MARKS[s]})" if _STATUS_MARKS[s]
+                                                                     else "")) for s in Status]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10)
     return fig
