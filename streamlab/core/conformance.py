@@ -116,7 +116,7 @@ CHECKS: dict[str, Check] = _checks(
     ("error.status", "errors", "a request the API must refuse is answered with a 4xx",
      "a 200 hides the refusal inside a stream; a 5xx invites retries that can never succeed"),
     ("error.shape", "errors", 'an OpenAI-shaped body: {"error": {"message": ...}}',
-     "SDKs take the message from error.message: any other shape reaches the user as a bare status"),
+     "clients read error.message: another shape loses it (the Node SDK shows a bare status, vllm#12886)"),
     ("errors.in_stream", "errors", 'an error inside a 200 stream is a data: {"error": ...} event (Chat) or an '
      "error event (Responses)", "anything else looks like a normal end, and a failed answer passes as whole"),
     ("responses.http", "responses", "the Responses route answers 200 text/event-stream",
