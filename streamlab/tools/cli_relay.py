@@ -24,6 +24,7 @@ def _cmd_relay(args: argparse.Namespace) -> int:
     """Run the reference relay until Ctrl-C. Line 1 of stdout is its base URL; then one JSON summary line per
     stream. Everything else goes to stderr."""
     from ..core.relaysummary import summary_line
+    from ..net.gateway import Gateway
     from ..net.relay import Relay
 
     lock = threading.Lock()
@@ -35,13 +36,19 @@ def _cmd_relay(args: argparse.Namespace) -> int:
 
     keepalive = args.keepalive if args.keepalive > 0 else None
     try:
-        relay = Relay(args.upstream, keepalive=keepalive, read_timeout=args.read_timeout, capture=args.capture,
-                      host=args.host, port=args.port, on_summary=emit).start()
+        relay: Relay | Gateway
+        if len(args.upstream) == 1:
+            relay = Relay(args.upstream[0], keepalive=keepalive, read_timeout=args.read_timeout, capture=args.capture,
+                          host=args.host, port=args.port, on_summary=emit).start()
+        else:  # several upstreams: the gateway (fallback in order, a breaker each, JSON log lines, /metrics)
+            relay = Gateway(args.upstream, keepalive=keepalive, read_timeout=args.read_timeout, capture=args.capture,
+                            host=args.host, port=args.port, on_log=emit).start()
     except (OSError, ValueError) as exc:
         print(f"error: cannot start the relay on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     print(relay.base_url, flush=True)
-    print(f"streamlab relay: {relay.base_url} -> {args.upstream} (keep-alive "
+    kind = f"gateway (metrics at {relay.metrics_url})" if isinstance(relay, Gateway) else "relay"
+    print(f"streamlab {kind}: {relay.base_url} -> {' | '.join(args.upstream)} (keep-alive "
           f"{'off' if keepalive is None else f'{keepalive:g} s'}, read timeout {args.read_timeout:g} s"
           f"{', capturing to ' + str(args.capture) if args.capture else ''}); Ctrl-C stops it.", file=sys.stderr)
     stop = threading.Event()
@@ -109,7 +116,9 @@ def register(sub: Any) -> None:
         "relay", help="run the reference streaming relay in front of an OpenAI-compatible upstream",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=f"{inspect.cleandoc(_cmd_relay.__doc__ or '')}\n\nIts rules:\n{_requirements_text()}")
-    p.add_argument("--upstream", required=True, help="the upstream's base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--upstream", required=True, action="append", metavar="URL",
+                   help="the upstream's base URL, e.g. http://127.0.0.1:8000/v1; repeat it (NAME=URL names one) to "
+                        "run the gateway: fallback in order, a circuit breaker per upstream, JSON log lines, /metrics")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8001, help="port to bind (default 8001; 0 picks a free one)")
     p.add_argument("--keepalive", type=float, default=15.0, metavar="SECONDS",

@@ -1,0 +1,441 @@
+"""The gateway: the reference relay grown to several upstreams, a breaker each, fallback, logs and metrics (I/O layer).
+
+The reference relay (`streamlab.net.relay`) forwards one client's stream from one upstream. A gateway does
+the same in front of several upstreams given in order of preference, and adds what production needs:
+
+* **A circuit breaker per upstream** (`streamlab.core.breaker.Breaker`). Before sending a request to an
+  upstream the gateway asks its breaker; an open breaker means "skip it". Every attempt's result goes back
+  to the breaker: 5xx, 429, 408 and transport failures count against the upstream, the request's own
+  errors (400, 404...) and a departed client do not. The breakers read `clock` (any monotonic clock;
+  tests and the lab pass one they move by hand, so a cool-down takes no real time).
+* **Fallback** (`streamlab.core.fallback.decide`). The gateway holds each answer's bytes until its first
+  event is complete, and sends nothing of it before. A failure in that window (an error status, no
+  connection, a reset, a stall, a body that ends early, an error object as the first event) moves the
+  request to the next upstream whose breaker allows it; the client never sees the failed attempt. Once the
+  first event is sent the answer is committed: the rest is forwarded byte by byte as it arrives, exactly
+  like the relay (keep-alives at line boundaries, a client that leaves closes the upstream). If the upstream
+  then dies, a Responses background stream is resumed on the same upstream with `starting_after` when the
+  cut fell between events; otherwise the stream ends with the relay's marked final event, and the SDK
+  raises. A failover after the first event would splice two different answers, so it never happens.
+* **A structured log line per request** (`streamlab.core.gatewaylog.LOG_FIELDS`): the relay's summary plus
+  request id, upstream chosen, attempts and what each said, ending, TTFT, total, tokens. It goes to
+  `on_log`, to `Gateway.logs`, and to the `streamlab.gateway` logger at INFO level as one JSON line (the
+  library configures no handler).
+* **`GET /metrics`**, the Prometheus text format (`streamlab.net.gatewaymetrics`): TTFT and total-time
+  histograms, endings by kind and upstream, attempts by result, tokens, each breaker's state.
+
+Keep-alives before the first event: the response head is held too, so that an error status from an
+upstream can still reach the client as that status. If the first event takes longer than `keepalive`, the
+head goes out with a keep-alive comment (so proxies in front do not give up), and failover stays allowed
+(the client holds no event yet); only a final failure can then no longer be a status: it becomes the
+marked final event.
+
+    with Gateway(["http://127.0.0.1:8000/v1", "backup=http://127.0.0.1:8001/v1"]) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key="...")
+        ...
+        gw.logs              # one dict per finished request
+        gw.metrics_text()    # the /metrics page
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import copy
+import itertools
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..core.breaker import Breaker, Health, Permit, history_text
+from ..core.endings import Ending
+from ..core.gatewaylog import log_line, log_record
+from ..core.policy import parse_retry_after
+from ..core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of
+from .gatewaymetrics import CONTENT_TYPE, GatewayMetrics
+from .gatewaystream import Exchange, Failure
+from .relay import _FORWARD_REQUEST, _FORWARD_RESPONSE, DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT, AppServer
+
+__all__ = ["Upstream", "upstreams_from", "GatewayConfig", "Gateway", "build_gateway_app", "serve_gateway",
+           "stop_gateway", "ManualClock", "DEFAULT_NAMES", "LOGGER"]
+
+LOGGER = logging.getLogger("streamlab.gateway")
+"""Where the log lines go (INFO, one JSON object per message); streamlab adds no handler."""
+
+DEFAULT_NAMES = ("primary", "secondary", "tertiary")
+"""Names given to upstreams listed without one (then upstream4, upstream5...)."""
+
+_NAMED = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]{0,39})=(.+)$")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One upstream: a short name (a metrics label and a log field) and its base URL (e.g. `http://h:p/v1`)."""
+
+    name: str
+    url: str
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"upstream {self.name!r}: the URL must start with http:// or https://, got {self.url!r}")
+
+
+def upstreams_from(specs: Sequence[str | Upstream]) -> tuple[Upstream, ...]:
+    """Upstreams from `URL` or `NAME=URL` strings (or `Upstream`s), in order of preference; unnamed ones are
+    called primary, secondary, tertiary, upstream4... Names must be unique."""
+    out: list[Upstream] = []
+    for i, spec in enumerate(specs):
+        if isinstance(spec, Upstream):
+            out.append(spec)
+            continue
+        m = _NAMED.match(spec)
+        if m and not spec.startswith(("http://", "https://")):
+            out.append(Upstream(m.group(1), m.group(2)))
+        else:
+            out.append(Upstream(DEFAULT_NAMES[i] if i < len(DEFAULT_NAMES) else f"upstream{i + 1}", spec))
+    if not out:
+        raise ValueError("a gateway needs at least one upstream")
+    names = [u.name for u in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"upstream names must be unique, got {names}")
+    return tuple(out)
+
+
+class ManualClock:
+    """A clock that moves only when told (`advance`, `set`): hand its `now` to a gateway as its breakers'
+    clock, and a cool-down passes without anyone waiting. Thread-safe."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = float(start)
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self._now
+
+    __call__ = now
+
+    def advance(self, seconds: float) -> float:
+        if seconds < 0:
+            raise ValueError(f"a clock only moves forward; got {seconds!r}")
+        with self._lock:
+            self._now += seconds
+            return self._now
+
+    def set(self, when: float) -> float:
+        with self._lock:
+            if when < self._now:
+                raise ValueError(f"a clock only moves forward: {when!r} is before {self._now!r}")
+            self._now = float(when)
+            return self._now
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """What a gateway needs: its upstreams (in order of preference) and its patience.
+
+    `keepalive`, `read_timeout` and `capture` as in `streamlab.net.relay.RelayConfig` (`read_timeout` also
+    bounds the wait for each upstream's status line and first event). `failure_threshold` and `cooldown`
+    configure every breaker; `clock` is the breakers' clock (seconds, monotonic). `max_resumes` bounds the
+    resumes of one stream. `on_log` is called with each log record, on the server's thread.
+    """
+
+    upstreams: tuple[Upstream, ...]
+    keepalive: float | None = DEFAULT_KEEPALIVE
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    failure_threshold: int = 3
+    cooldown: float = 30.0
+    max_resumes: int = 2
+    clock: Callable[[], float] = field(default=time.monotonic)
+    capture: Path | None = None
+    on_log: Callable[[dict[str, Any]], None] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "upstreams", upstreams_from(self.upstreams))
+        if self.keepalive is not None and self.keepalive <= 0:
+            raise ValueError(f"keepalive must be a positive number of seconds or None, got {self.keepalive!r}")
+        if self.read_timeout <= 0:
+            raise ValueError(f"read_timeout must be a positive number of seconds, got {self.read_timeout!r}")
+        if self.max_resumes < 0:
+            raise ValueError(f"max_resumes must be >= 0, got {self.max_resumes!r}")
+        Breaker(failure_threshold=self.failure_threshold, cooldown=self.cooldown)  # the same checks, said once
+
+
+class GatewayState:
+    """What all requests of one running gateway share: config, breakers, metrics, the upstream HTTP client."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.upstreams = config.upstreams
+        self.breakers = {u.name: Breaker(failure_threshold=config.failure_threshold, cooldown=config.cooldown)
+                         for u in config.upstreams}
+        self.lock = threading.Lock()  # breakers are used on the server's thread and read from others
+        self.metrics = GatewayMetrics([u.name for u in config.upstreams], self.breaker_code)
+        self.client: httpx.AsyncClient | None = None
+        self.stopping: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.ids = itertools.count(1)
+        self.perf = time.perf_counter  # stream timings (TTFT, total), as the relay measures them
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=30.0)  # silence is watched by hand
+        self.client = httpx.AsyncClient(timeout=timeout, trust_env=False,
+                                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=20))
+        self.stopping = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        try:
+            yield
+        finally:
+            await self.client.aclose()
+
+    # -- the breakers (every call under the lock, with the breakers' clock) --
+
+    def allow(self, name: str) -> Permit | None:
+        with self.lock:
+            return self.breakers[name].allow(self.config.clock())
+
+    def record(self, name: str, permit: Permit, failure: Failure | None, health: Health | None = None,
+               *, ending: Ending | None = None, content: Any = None, detail: str = "") -> None:
+        """Report an attempt to its upstream's breaker: a `Failure`, or a `health`/`ending` of a stream."""
+        with self.lock:
+            breaker, now = self.breakers[name], self.config.clock()
+            if failure is not None:
+                breaker.record(permit, failure.ending, now, status=failure.status, content=failure.content,
+                               detail=failure.detail, retry_after=failure.retry_after)
+            elif health is not None:
+                breaker.record(permit, health, now, detail=detail)
+            else:
+                breaker.record(permit, ending or Ending.COMPLETE, now, content=content, detail=detail)
+
+    def retry_in(self) -> float:
+        """Seconds until the first breaker lets a request through again."""
+        with self.lock:
+            now = self.config.clock()
+            return min(b.retry_in(now) for b in self.breakers.values())
+
+    def breaker_code(self, name: str) -> int:
+        with self.lock:
+            return self.breakers[name].code
+
+    # -- requests --
+
+    async def handle(self, request: Request) -> Response:
+        started = self.perf()
+        body = await request.body()
+        return Exchange(self, request, body, started)
+
+    async def metrics_page(self, request: Request) -> Response:
+        return Response(self.metrics.text(), media_type=CONTENT_TYPE)
+
+    def finished(self, exchange: Exchange) -> None:
+        """A request is over: its log line, its metrics, its capture."""
+        rs = exchange.rs
+        record = log_record(rs.summary(), request_id=exchange.request_id, upstream=exchange.answered_by,
+                            tried=exchange.tried, resumes=exchange.resumes, status=exchange.status_sent)
+        if self.config.capture is not None and rs.keep_raw and rs.raw:
+            name = capture_name(rs.stream_id, rs.model)
+            folder = self.config.capture
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{name}.sse").write_bytes(bytes(rs.raw))
+            text = json.dumps(capture_record(bytes(rs.raw), record), ensure_ascii=False, indent=2)
+            (folder / f"{name}.json").write_text(text + "\n", encoding="utf-8")
+        self.metrics.observe(record)
+        if LOGGER.isEnabledFor(logging.INFO):
+            LOGGER.info(log_line(record))
+        if self.config.on_log is not None:
+            self.config.on_log(record)
+
+    def new_stream(self, request: Request, model: str | None, started: float, *,
+                   stream_id: int | None = None) -> RelayedStream:
+        """A `RelayedStream` for one answer to `request` (a new stream id unless given)."""
+        rs = RelayedStream(dialect=dialect_of(request.url.path), model=model, started=started,
+                           stream_id=next(self.ids) if stream_id is None else stream_id,
+                           route=f"{request.method} {request.url.path}")
+        rs.keep_raw = self.config.capture is not None
+        return rs
+
+    def forward_headers(self, request: Request) -> dict[str, str]:
+        headers = {k: v for k, v in request.headers.items() if k in _FORWARD_REQUEST}
+        headers["accept-encoding"] = "identity"  # bytes are forwarded as they come: no compression to undo
+        return headers
+
+    @staticmethod
+    def response_headers(upstream: httpx.Response) -> dict[str, str]:
+        return {k: v for k, v in upstream.headers.items() if k in _FORWARD_RESPONSE or k.startswith("x-ratelimit-")}
+
+    @staticmethod
+    def retry_after(upstream: httpx.Response) -> float | None:
+        return parse_retry_after(upstream.headers, now=time.time())[0]
+
+
+def build_gateway_app(config: GatewayConfig) -> Starlette:
+    """The gateway as an ASGI app: the relay's routes under `/v1`, plus `GET /metrics`."""
+    state = GatewayState(config)
+    routes = [
+        Route("/v1/chat/completions", state.handle, methods=["POST"]),
+        Route("/v1/responses", state.handle, methods=["POST"]),
+        Route("/v1/responses/{response_id}", state.handle, methods=["GET"]),
+        Route("/v1/responses/{response_id}/cancel", state.handle, methods=["POST"]),
+        Route("/metrics", state.metrics_page, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=state.lifespan)
+    app.state.gateway = state
+    return app
+
+
+class Gateway:
+    """A gateway on a background thread (uvicorn), as a context manager.
+
+    `upstreams`: base URLs, or `NAME=URL`, in order of preference (see `upstreams_from`). The keywords are
+    `GatewayConfig`'s; `on_log` is called with each log record. `base_url` is what a client uses,
+    `metrics_url` the metrics page; `logs` holds every finished request's record, `breakers` a snapshot of
+    the breakers, `metrics_text()` the metrics page without HTTP. Stopping ends running streams with the
+    marked final event, closes every connection and joins the thread.
+    """
+
+    def __init__(self, upstreams: Sequence[str | Upstream], *, keepalive: float | None = DEFAULT_KEEPALIVE,
+                 read_timeout: float = DEFAULT_READ_TIMEOUT, failure_threshold: int = 3, cooldown: float = 30.0,
+                 max_resumes: int = 2, clock: Callable[[], float] = time.monotonic,
+                 capture: str | Path | None = None, host: str = "127.0.0.1", port: int = 0,
+                 on_log: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self._on_log = on_log
+        self._logs: list[dict[str, Any]] = []
+        self._cond = threading.Condition()
+        self.config = GatewayConfig(upstreams_from(upstreams), keepalive=keepalive, read_timeout=read_timeout,
+                                    failure_threshold=failure_threshold, cooldown=cooldown, max_resumes=max_resumes,
+                                    clock=clock, capture=None if capture is None else Path(capture),
+                                    on_log=self._record)
+        self._app = build_gateway_app(self.config)
+        self._state: GatewayState = self._app.state.gateway
+        self._server = AppServer(self._app, host=host, port=port, name="gateway")
+
+    def _record(self, record: dict[str, Any]) -> None:
+        with self._cond:
+            self._logs.append(record)
+            self._cond.notify_all()
+        if self._on_log is not None:
+            self._on_log(record)
+
+    def start(self) -> Gateway:
+        """Bind (a busy port fails here, in the caller's thread) and serve on a background thread."""
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        """End running streams (each gets its marked final event), stop serving, join the thread. Idempotent."""
+        if not self._server.running:
+            return
+        state = self._state
+        if state.loop is not None and state.stopping is not None and not state.loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                state.loop.call_soon_threadsafe(state.stopping.set)
+        self._server.stop()
+
+    def __enter__(self) -> Gateway:
+        if not self._server.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def base_url(self) -> str:
+        """What a client uses as its base URL: `http://HOST:PORT/v1`."""
+        return f"{self._server.url}/v1"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"{self._server.url}/metrics"
+
+    @property
+    def upstreams(self) -> tuple[Upstream, ...]:
+        return self.config.upstreams
+
+    @property
+    def logs(self) -> list[dict[str, Any]]:
+        """Every finished request's log record so far, in the order they finished."""
+        with self._cond:
+            return list(self._logs)
+
+    summaries = logs  # the relay's name for the same thing (`streamlab relay` prints either)
+
+    def wait_for_logs(self, count: int, timeout: float = 5.0) -> bool:
+        """Block until at least `count` log records are written; False on timeout."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while len(self._logs) < count:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    @property
+    def breakers(self) -> dict[str, Breaker]:
+        """A copy of each upstream's breaker, by name (state, counts, history)."""
+        with self._state.lock:
+            return {name: copy.deepcopy(b) for name, b in self._state.breakers.items()}
+
+    def history_text(self, *, since: float = 0.0) -> str:
+        """What the breakers saw and did, in time order (`streamlab.core.breaker.history_text`)."""
+        return history_text(self.breakers, since=since)
+
+    def metrics_text(self) -> str:
+        """The metrics page, as `GET /metrics` serves it."""
+        return self._state.metrics.text().decode("utf-8")
+
+    @staticmethod
+    def log_line(record: dict[str, Any]) -> str:
+        """A record as the one JSON line the gateway logs."""
+        return log_line(record)
+
+
+_current: Gateway | None = None
+_current_lock = threading.Lock()
+
+
+def serve_gateway(upstreams: Sequence[str | Upstream], *, keepalive: float | None = DEFAULT_KEEPALIVE,
+                  read_timeout: float = DEFAULT_READ_TIMEOUT, failure_threshold: int = 3, cooldown: float = 30.0,
+                  max_resumes: int = 2, clock: Callable[[], float] = time.monotonic) -> Gateway:
+    """Start a gateway for a notebook, first stopping the one a previous call started (re-running the cell
+    never leaks a server; at most one per process, also stopped when the interpreter exits)."""
+    global _current
+    with _current_lock:
+        if _current is not None:
+            _current.stop()
+            _current = None
+        _current = Gateway(upstreams, keepalive=keepalive, read_timeout=read_timeout,
+                           failure_threshold=failure_threshold, cooldown=cooldown, max_resumes=max_resumes,
+                           clock=clock).start()
+        return _current
+
+
+def stop_gateway() -> None:
+    """Stop the gateway `serve_gateway()` started, if any."""
+    global _current
+    with _current_lock:
+        if _current is not None:
+            _current.stop()
+            _current = None
+
+
+atexit.register(stop_gateway)

@@ -1,0 +1,505 @@
+"""One request through the gateway: try upstreams in order, hold the first event, then forward (I/O layer).
+
+`Exchange` is the ASGI response the gateway returns for every proxied route. It runs the whole request
+with the client's `send` in hand, because what goes out depends on what the upstreams do:
+
+    for each upstream, in order of preference:
+        its breaker says no                      -> note "refused", next upstream
+        send the request; no status, no connection, an error status
+                                                 -> Failure -> fallback.decide -> fail over, or pass it on
+        a 2xx that is not a stream               -> pass it on as it came
+        a stream: hold its bytes until the first event is complete (keep-alives meanwhile)
+            it dies first, or that event is an error object
+                                                 -> Failure -> fallback.decide -> fail over, or pass it on
+            the first event is complete          -> commit: send the head and the held bytes, then forward
+                                                    every chunk as it arrives (`RelayedStream`, as the relay)
+            it dies after the commit             -> fallback.decide -> resume on the same upstream, or
+                                                    the marked final event
+    every breaker said no                        -> 503 with Retry-After
+
+Every attempt's result goes to its upstream's breaker once; every request ends with one log record
+(`GatewayState.finished`). Deciding lives in the core (`breaker`, `fallback`, `relaysummary`); this module
+moves bytes, races the upstream against the client and the clock, and carries the decisions out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from ..core.breaker import Health, Permit, health_of
+from ..core.endings import Ending, Outcome
+from ..core.fallback import Move, Situation, decide
+from ..core.gatewaylog import AttemptNote, request_id_of
+from ..core.relaysummary import BOM, RelayedStream, raises_in_sdk
+from ..core.sse import SSEEvent, parse
+from .relay import _STREAM_HEADERS, _broken, _cancel, _disconnected, _request_facts
+
+if TYPE_CHECKING:
+    from .gateway import GatewayState, Upstream
+
+__all__ = ["Exchange", "Failure", "HOLD_LIMIT"]
+
+HOLD_LIMIT = 1 << 20
+"""Bytes held while waiting for a first event; past it the answer is committed anyway (no first event is
+that large in practice, and holding more would only delay the client)."""
+
+_KEEPALIVE = b": keep-alive\n\n"
+
+
+@dataclass
+class Failure:
+    """A failed attempt before anything of it reached the client: what happened, and what to pass on."""
+
+    upstream: str
+    ending: Ending
+    detail: str = ""
+    status: int | None = None
+    body: Any = None                       # the upstream's JSON error body (or the text, wrapped)
+    headers: dict[str, str] | None = None  # its headers a client's retry logic reads
+    retry_after: float | None = None
+    content: Outcome | None = None         # for a stream that ended cleanly but failed (COMPLETE)
+    in_stream_error: bool = False
+
+
+class _Reader:
+    """One upstream body being read: the next chunk or how it ended, raced against the client and the stop."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.chunks = response.aiter_raw()
+        self.pending: asyncio.Future[bytes] | None = None
+
+    async def next(self, timeout: float, watch: asyncio.Future[None], stop: asyncio.Future[bool]) -> tuple[str, Any]:
+        """("chunk", bytes), ("end", (Ending, detail)), ("gone", None), ("stop", None) or ("idle", None)."""
+        if self.pending is None:
+            self.pending = asyncio.ensure_future(anext(self.chunks))
+        done, _ = await asyncio.wait({self.pending, watch, stop}, timeout=max(timeout, 0.0),
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if watch in done:
+            return "gone", None
+        if self.pending in done:
+            task, self.pending = self.pending, None
+            try:
+                return "chunk", task.result()
+            except StopAsyncIteration:
+                return "end", (Ending.COMPLETE, "")
+            except httpx.HTTPError as exc:
+                return "end", (Ending.BROKEN, _broken(exc))
+        if stop in done:
+            return "stop", None
+        return "idle", None
+
+    async def close(self) -> None:
+        await _cancel(self.pending)
+        self.pending = None
+        await self.response.aclose()
+
+    async def swap(self, response: httpx.Response) -> None:
+        """Go on reading from another response (a resumed stream), closing this one."""
+        await self.close()
+        self.response, self.chunks = response, response.aiter_raw()
+
+
+def _resumable_request(request: Request, body: bytes) -> bool:
+    """A Responses stream that can be continued from a cursor: created with background and stream, or a
+    retrieve with stream=true."""
+    if "/responses" not in request.url.path or request.url.path.endswith("/cancel"):
+        return False
+    if request.method == "GET":
+        return request.query_params.get("stream", "").lower() == "true"
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("background") is True and obj.get("stream") is True
+
+
+def _response_id(request: Request, first: SSEEvent | None) -> str | None:
+    """The id of the Responses response being streamed: from the retrieve path, else the first event's."""
+    if request.method == "GET":
+        return request.path_params.get("response_id")
+    try:
+        obj = json.loads(first.data) if first is not None else None
+    except ValueError:
+        return None
+    response = obj.get("response") if isinstance(obj, dict) else None
+    rid = response.get("id") if isinstance(response, dict) else None
+    return rid if isinstance(rid, str) else None
+
+
+class Exchange(Response):
+    """One client request through the gateway (module docstring)."""
+
+    def __init__(self, state: GatewayState, request: Request, body: bytes, started: float) -> None:
+        self.state = state
+        self.request = request
+        self.body = body
+        self.started = started
+        self.status_code = 200
+        self.background = None
+        self.model, self.wants_stream = _request_facts(request, body)
+        rest = request.url.path[len("/v1"):]
+        self.rest = rest + (f"?{request.url.query}" if request.url.query else "")
+        self.headers_up = state.forward_headers(request)
+        self.resumable = _resumable_request(request, body)
+        self.rs = state.new_stream(request, self.model, started)  # replaced by the stream the client gets
+        self.tried: list[AttemptNote] = []
+        self.request_id: str | None = None
+        self.response_id: str | None = None  # a Responses stream's id, for resuming it
+        self.answered_by: str | None = None
+        self.status_sent: int | None = None
+        self.resumes = 0
+        self.head_sent = False
+        self.body_sent = 0
+
+    # -- the request, start to end --
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.state.stopping is not None
+        self.scope, self.receive, self.send = scope, receive, send
+        self.watch = asyncio.ensure_future(_disconnected(receive))
+        self.stop = asyncio.ensure_future(self.state.stopping.wait())
+        try:
+            await self._run()
+        finally:
+            if not self.rs.done:  # cancelled from outside (the server shutting down hard)
+                self.rs.upstream_ended(Ending.STOPPED, self.state.perf(), "the gateway task was cancelled")
+            await _cancel(self.watch, self.stop)
+            self.state.finished(self)
+
+    async def _run(self) -> None:
+        upstreams = self.state.upstreams
+        last: Failure | None = None
+        for i, upstream in enumerate(upstreams):
+            permit = self.state.allow(upstream.name)
+            if permit is None:
+                self.tried.append(AttemptNote(upstream.name, "refused", detail="its circuit breaker is open"))
+                continue
+            failure = await self._attempt(upstream, permit, upstreams_left=len(upstreams) - i - 1)
+            if failure is None:
+                return
+            last = failure
+        if last is not None:
+            await self._pass_failure(last)
+        else:
+            await self._all_refused()
+
+    async def _attempt(self, upstream: Upstream, permit: Permit, *, upstreams_left: int) -> Failure | None:
+        """One upstream's turn. Returns a Failure when the request moves on to the next upstream, else None."""
+        state, timeout = self.state, self.state.config.read_timeout
+        assert state.client is not None
+        request = state.client.build_request(self.request.method, upstream.url.rstrip("/") + self.rest,
+                                             content=self.body, headers=self.headers_up)
+        sending = asyncio.ensure_future(state.client.send(request, stream=True))
+        done, _ = await asyncio.wait({sending, self.watch, self.stop}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if sending not in done:
+            await _cancel(sending)
+            if self.watch in done:
+                return self._client_left(upstream.name, permit, "before the upstream answered")
+            why = "the gateway is stopping" if self.stop in done else f"no status within {timeout:g} s"
+            failure = Failure(upstream.name, Ending.STOPPED if self.stop in done else Ending.READ_TIMEOUT, why)
+            return await self._failed(permit, failure, upstreams_left)
+        try:
+            response = sending.result()
+        except httpx.HTTPError as exc:
+            failure = Failure(upstream.name, Ending.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"[:200])
+            return await self._failed(permit, failure, upstreams_left)
+        if response.status_code < 300 and response.headers.get("content-type", "").startswith("text/event-stream"):
+            return await self._stream(upstream, permit, response, upstreams_left)
+        obj = await self._read_body(response)
+        headers = state.response_headers(response)
+        if response.status_code >= 300:
+            failure = Failure(upstream.name, Ending.HTTP_ERROR, f"HTTP {response.status_code}",
+                              status=response.status_code, body=obj, headers=headers,
+                              retry_after=state.retry_after(response))
+            return await self._failed(permit, failure, upstreams_left)
+        state.record(upstream.name, permit, None, Health.OK, detail=f"HTTP {response.status_code}, not a stream")
+        self.tried.append(AttemptNote(upstream.name, "ok", response.status_code, Ending.NOT_EVENT_STREAM.value))
+        self.answered_by = upstream.name
+        self.rs.failed(Ending.NOT_EVENT_STREAM, state.perf(), status=response.status_code, detail="not a stream")
+        await self._respond(JSONResponse(obj, status_code=response.status_code, headers=headers))
+        return None
+
+    async def _read_body(self, response: httpx.Response) -> Any:
+        try:
+            raw = await asyncio.wait_for(response.aread(), self.state.config.read_timeout)
+        except (httpx.HTTPError, asyncio.TimeoutError) as exc:
+            raw = f"the upstream's {response.status_code} body could not be read: {type(exc).__name__}".encode()
+        finally:
+            await response.aclose()
+        try:
+            return json.loads(raw)
+        except ValueError:
+            text = raw.decode("utf-8", "replace")[:2000]
+            return {"error": {"message": text, "type": "upstream_error", "param": None, "code": None}}
+
+    # -- failures before anything was sent --
+
+    async def _failed(self, permit: Permit, failure: Failure, upstreams_left: int) -> Failure | None:
+        """Note a failed attempt, tell its breaker, and fail over (return it) or pass it to the client."""
+        left = 0 if self.stop.done() else upstreams_left  # a stopping gateway starts nothing new
+        verdict = decide(Situation(0, failure.ending, failure.status, failure.in_stream_error, left))
+        health = health_of(failure.ending, status=failure.status, content=failure.content)
+        self.tried.append(AttemptNote(failure.upstream, str(health), failure.status, failure.ending.value,
+                                      verdict.move.value, failure.detail))
+        self.state.record(failure.upstream, permit, failure)
+        if verdict.move is Move.FAIL_OVER:
+            return failure
+        await self._pass_failure(failure)
+        return None
+
+    async def _pass_failure(self, failure: Failure) -> None:
+        """Give the client the last failure: its status and body as they came (502 or 504 when there was no
+        status), or, once the head is out, the marked final event."""
+        now = self.state.perf()
+        self.answered_by = failure.upstream
+        if self.head_sent:
+            self.rs.status = 200
+            final = self.rs.upstream_ended(failure.ending if failure.ending in _DEATHS else Ending.BROKEN, now,
+                                           f"{failure.upstream}: {failure.detail}")
+            await self._body(final, more=False)
+            return
+        if failure.status is not None:
+            detail = f"{failure.upstream}: {failure.detail}"
+            self.rs.failed(Ending.HTTP_ERROR, now, status=failure.status, detail=detail)
+            await self._respond(JSONResponse(failure.body, status_code=failure.status, headers=failure.headers))
+            return
+        status, code = {Ending.READ_TIMEOUT: (504, "upstream_timeout"), Ending.STOPPED: (503, "gateway_stopping")}.get(
+            failure.ending, (502, "upstream_unreachable"))
+        self.rs.failed(failure.ending, now, status=status, detail=f"{failure.upstream}: {failure.detail}")
+        await self._respond(_error(status, code, f"{failure.upstream}: {failure.detail}"))
+
+    async def _all_refused(self) -> None:
+        wait = self.state.retry_in()
+        self.rs.failed(Ending.HTTP_ERROR, self.state.perf(), status=503, detail="every circuit breaker is open")
+        await self._respond(_error(503, "upstreams_unavailable",
+                                   f"every upstream's circuit breaker is open; retry in {wait:.3g} s",
+                                   {"retry-after": str(max(1, math.ceil(wait)))}))
+
+    def _client_left(self, name: str, permit: Permit, when: str) -> None:
+        why = f"the client left {when}"
+        self.state.record(name, permit, None, Health.NEUTRAL, detail=why)
+        self.tried.append(AttemptNote(name, "neutral", ending=Ending.CLIENT_GONE.value, detail=why))
+        self.answered_by = name
+        self.rs.client_gone(self.state.perf(), why)
+        self.status_sent = self.status_sent or 499
+
+    # -- a stream --
+
+    async def _stream(self, upstream: Upstream, permit: Permit, response: httpx.Response,
+                      upstreams_left: int) -> Failure | None:
+        rs = self.state.new_stream(self.request, self.model, self.started, stream_id=self.rs.stream_id)
+        rs.status = response.status_code
+        reader = _Reader(response)
+        try:
+            kind, value = await self._first_event(upstream.name, reader, rs)
+            if kind == "gone":
+                self.rs = rs
+                return self._client_left(upstream.name, permit, "before the first event")
+            held, first = value if kind == "commit" else (b"", None)
+            if kind == "failed" or (first is not None and raises_in_sdk(first)):
+                failure = value if kind == "failed" else Failure(
+                    upstream.name, Ending.COMPLETE, "an error object as the first event", content=Outcome.FAILED,
+                    in_stream_error=True)
+                verdict = decide(Situation(0, failure.ending, None, failure.in_stream_error, upstreams_left))
+                if kind == "failed" or verdict.move is Move.FAIL_OVER:
+                    await reader.close()
+                    return await self._failed(permit, failure, upstreams_left)
+            self.rs, self.answered_by = rs, upstream.name
+            self.request_id = request_id_of(response.headers, first)
+            self.response_id = _response_id(self.request, first)
+            await self._commit(upstream, response, held)
+            await self._forward(upstream, permit, reader, rs)
+            return None
+        finally:
+            await reader.close()
+
+    async def _first_event(self, name: str, reader: _Reader, rs: RelayedStream) -> tuple[str, Any]:
+        """Read until the first event is complete: ("commit", (held bytes, first event)), ("failed",
+        Failure) or ("gone", None). Sends keep-alives (and with the first one, the head) meanwhile."""
+        config, perf = self.state.config, self.state.perf
+        held = bytearray()
+        last_up = last_down = perf()
+        while True:
+            now = perf()
+            wait = last_up + config.read_timeout - now
+            if config.keepalive is not None:
+                wait = min(wait, last_down + config.keepalive - now)
+            kind, value = await reader.next(wait, self.watch, self.stop)
+            now = perf()
+            if kind == "gone":
+                return "gone", None
+            if kind == "stop":
+                return "failed", Failure(name, Ending.STOPPED, "the gateway is stopping")
+            if kind == "end":
+                ending, detail = value
+                content = rs.accumulator.outcome() if ending is Ending.COMPLETE else None
+                return "failed", Failure(name, ending, detail or "the body ended before its first event",
+                                         content=content)
+            if kind == "chunk":
+                last_up = now
+                rs.upstream(value, now)
+                held += value
+                if rs.events or len(held) > HOLD_LIMIT:
+                    events, _ = parse(bytes(held))
+                    return "commit", (bytes(held), events[0] if events else None)
+                continue
+            if now - last_up >= config.read_timeout:
+                return "failed", Failure(name, Ending.READ_TIMEOUT, f"no first event within {config.read_timeout:g} s")
+            if config.keepalive is not None and now - last_down >= config.keepalive:
+                last_down = now
+                await self._start(_STREAM_HEADERS)
+                await self._body(_KEEPALIVE)
+
+    async def _commit(self, upstream: Upstream, response: httpx.Response, held: bytes) -> None:
+        extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in self.state.response_headers(response).items()]
+        await self._start(_STREAM_HEADERS + extra + [(b"x-gateway-upstream", upstream.name.encode("latin-1"))])
+        if self.body_sent and held.startswith(BOM):  # a BOM only counts at the very start of the body
+            held = held[len(BOM):]
+        await self._body(held)
+
+    async def _forward(self, upstream: Upstream, permit: Permit, reader: _Reader, rs: RelayedStream) -> None:
+        """After the commit: forward until the end, resuming or marking the end when the upstream dies."""
+        config, perf = self.state.config, self.state.perf
+        last_up = last_down = perf()
+        recorded = False  # the breaker hears about an attempt once, at its first death or at its end
+        while True:
+            now = perf()
+            wait = last_up + config.read_timeout - now
+            if config.keepalive is not None:
+                wait = min(wait, last_down + config.keepalive - now)
+            kind, value = await reader.next(wait, self.watch, self.stop)
+            now = perf()
+            if kind == "chunk":
+                last_up = last_down = now
+                await self._body(rs.upstream(value, now))
+                if _answered(rs):  # the terminal event went out: end the client's body now, then drain
+                    await self._body(rs.upstream_ended(Ending.COMPLETE, now), more=False)
+                    await self._drain(reader)
+                    break
+                continue
+            if kind == "gone":
+                rs.client_gone(now, "the client closed the connection")
+                break
+            if kind == "idle" and now - last_up < config.read_timeout:
+                if config.keepalive is not None and now - last_down >= config.keepalive:
+                    last_down = now
+                    await self._body(rs.keepalive(now))
+                continue
+            ending, detail = (value if kind == "end" else (Ending.STOPPED, "the gateway is stopping") if kind == "stop"
+                              else (Ending.READ_TIMEOUT, f"nothing for {config.read_timeout:g} s"))
+            content = rs.accumulator.outcome()
+            finished = ending is Ending.COMPLETE and content in (Outcome.COMPLETE, Outcome.INCOMPLETE)
+            if not finished and ending is not Ending.STOPPED:
+                move = self._after_death(upstream.name, permit, rs, ending, detail, record=not recorded)
+                recorded = True
+                if move is Move.RESUME:
+                    resumed = await self._resume(upstream, rs)
+                    if resumed is not None:
+                        await reader.swap(resumed)
+                        self.resumes += 1
+                        last_up = perf()
+                        continue
+            await self._body(rs.upstream_ended(ending, now, detail), more=False)
+            break
+        if not recorded:
+            self._note(upstream.name, permit, rs, None, rs.ending, rs.detail)
+
+    async def _drain(self, reader: _Reader) -> None:
+        """Read what the upstream still sends after its terminal event (its end of body, as a rule), so that it
+        sees a clean end too; bounded by the read timeout, and whatever comes is dropped."""
+        async def drain() -> None:
+            async for _ in reader.chunks:
+                pass
+
+        with contextlib.suppress(httpx.HTTPError, asyncio.TimeoutError):
+            await asyncio.wait_for(drain(), self.state.config.read_timeout)
+
+    def _after_death(self, name: str, permit: Permit, rs: RelayedStream, ending: Ending, detail: str, *,
+                     record: bool) -> Move:
+        """The upstream died after the commit: ask the fallback rule what now, and note it (telling the breaker
+        if `record`)."""
+        parser = rs.parser
+        boundary = parser is not None and not (parser.line_open or parser.in_event)
+        acc = rs.accumulator
+        cursor = getattr(acc, "last_sequence_number", None)
+        resumable = (self.resumable and cursor is not None and self.response_id is not None
+                     and self.resumes < self.state.config.max_resumes)
+        error = acc.outcome() is Outcome.FAILED and rs.sdk_raises
+        verdict = decide(Situation(rs.events, ending, None, error, 0, resumable, boundary))
+        self._note(name, permit, rs, verdict.move, ending, detail, record=record)
+        return verdict.move
+
+    def _note(self, name: str, permit: Permit, rs: RelayedStream, move: Move | None, ending: Ending,
+              detail: str, *, record: bool = True) -> None:
+        """Note how a committed attempt went in the log's `tried`, and tell the breaker (if `record`)."""
+        content = rs.accumulator.outcome()
+        health = health_of(ending, content=content)
+        if record:
+            self.state.record(name, permit, None, health, detail=detail or str(ending))
+        self.tried.append(AttemptNote(name, str(health), 200, ending.value, None if move is None else move.value,
+                                      detail))
+
+    async def _resume(self, upstream: Upstream, rs: RelayedStream) -> httpx.Response | None:
+        """Ask the same upstream for the rest of the same response, after the last event handled."""
+        response_id, cursor = self.response_id, getattr(rs.accumulator, "last_sequence_number", None)
+        state = self.state
+        assert state.client is not None
+        headers = {k: v for k, v in self.headers_up.items() if k != "content-type"}
+        url = f"{upstream.url.rstrip('/')}/responses/{response_id}?stream=true&starting_after={cursor}"
+        try:
+            response = await asyncio.wait_for(
+                state.client.send(state.client.build_request("GET", url, headers=headers), stream=True),
+                state.config.read_timeout)
+        except (httpx.HTTPError, asyncio.TimeoutError):
+            return None
+        if response.status_code == 200 and response.headers.get("content-type", "").startswith("text/event-stream"):
+            return response
+        await response.aclose()
+        return None
+
+    # -- sending to the client --
+
+    async def _start(self, headers: list[tuple[bytes, bytes]]) -> None:
+        if not self.head_sent:
+            self.head_sent = True
+            self.status_sent = 200
+            await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    async def _body(self, data: bytes, *, more: bool = True) -> None:
+        if data or not more:
+            self.body_sent += len(data)
+            await self.send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def _respond(self, response: Response) -> None:
+        self.status_sent = response.status_code
+        self.head_sent = True
+        await response(self.scope, self.receive, self.send)
+
+
+def _answered(rs: RelayedStream) -> bool:
+    """The answer reached its terminal event (complete, or incomplete by `length`...) and no event is open."""
+    parser = rs.parser
+    at_boundary = parser is not None and not (parser.line_open or parser.in_event)
+    return at_boundary and rs.accumulator.outcome() in (Outcome.COMPLETE, Outcome.INCOMPLETE)
+
+
+_DEATHS = frozenset({Ending.BROKEN, Ending.READ_TIMEOUT, Ending.INCOMPLETE_EVENT, Ending.COMPLETE, Ending.STOPPED})
+"""Endings `RelayedStream.upstream_ended` knows how to mark; anything else is marked as a break."""
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = {"error": {"message": f"gateway: {message}", "type": "gateway_error", "param": None, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
