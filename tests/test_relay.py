@@ -208,18 +208,23 @@ def chat_deaths(frames: list[bytes], text_at: int) -> dict[str, Episode]:
 DEATHS = sorted(chat_deaths(CHAT, 3))
 
 
+def _sends_of(frames: list[bytes]) -> list[Send]:
+    return [Send(f) for f in frames]
+
+
 def build_script() -> dict[str, Episode]:
     script: dict[str, Episode] = {
         "chat-ok": Episode(paced(CHAT, gap=0.002)),
         "resp-ok": Episode(paced(RESP, gap=0.002)),
         "chat-error-after-200": Episode([Send(f) for f in shapes.chat_error_stream(["Hel"])]),
         "resp-error-after-200": Episode([Send(f) for f in shapes.responses_error_stream(["Hel"])]),
-        "halves": Episode([Send(CHAT[0]), Send(CHAT[1][:30]), Wait(0.5), Send(CHAT[1][30:])]
+        "halves": Episode([Send(CHAT[0]), Send(CHAT[1][:30]), Wait(1.0), Send(CHAT[1][30:])]
                           + [Send(f) for f in CHAT[2:]]),
         "stalls": Episode([Send(CHAT[0]), Wait(0.5), Send(CHAT[1][:30]), Wait(0.5), Send(CHAT[1][30:-1]), Wait(0.5),
                            Send(CHAT[1][-1:]), KeepAlive()] + [Send(f) for f in CHAT[2:]]),
         "hang": Episode([Send(CHAT[0]), Stall()]),
         "busy": error_episode(429, "slow down", type="rate_limit_exceeded", retry_after_ms=200),
+        "stored": Episode(_sends_of(RESP), store_as="resp_relayed"),
     }
     for name, ep in chat_deaths(CHAT, 3).items():
         script[f"chat-{name}"] = ep
@@ -230,7 +235,7 @@ def build_script() -> dict[str, Episode]:
 
 @pytest.fixture(scope="module")
 def standin():
-    with StandIn(build_script()) as server:
+    with StandIn(build_script(), usage="scripted") as server:
         yield server
 
 
@@ -240,14 +245,15 @@ def relay(standin):
         yield r
 
 
-def summary_for(relay: Relay, model: str, timeout: float = 5.0) -> dict:
+def summary_for(relay: Relay, model: str | None, timeout: float = 5.0, *, route: str | None = None) -> dict:
+    """The latest summary for `model` (or for `route`), waiting for it: the relay writes it as the stream ends."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        found = [s for s in relay.summaries if s["model"] == model]
+        found = [s for s in relay.summaries if (s["route"] == route if route else s["model"] == model)]
         if found:
             return found[-1]
         time.sleep(0.01)
-    raise AssertionError(f"no summary for {model!r}: {relay.summaries}")
+    raise AssertionError(f"no summary for {model or route!r}: {relay.summaries}")
 
 
 def sdk(relay: Relay) -> openai.OpenAI:
@@ -300,10 +306,15 @@ def test_an_error_after_the_200_makes_the_sdk_raise(relay, dialect):
     assert summary_for(relay, model)["outcome"] == "failed"
 
 
+def body(model: str) -> dict:
+    """A streaming Chat Completions request body, with the messages the stand-in requires as the real API does."""
+    return {"model": model, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+
 def stream_raw(relay: Relay, model: str, path: str = "chat/completions") -> tuple[bytes, list[tuple[float, bytes]]]:
     """POST a streaming request with httpx; the body and each chunk with its arrival time."""
     chunks = []
-    with httpx.stream("POST", f"{relay.base_url}/{path}", json={"model": model, "stream": True}, timeout=10) as r:
+    with httpx.stream("POST", f"{relay.base_url}/{path}", json=body(model), timeout=10) as r:
         assert r.headers["cache-control"] == "no-cache" and r.headers["x-accel-buffering"] == "no"
         for chunk in r.iter_raw():
             chunks.append((time.perf_counter(), chunk))
@@ -317,7 +328,7 @@ def test_bytes_leave_before_their_event_is_complete(relay, standin):
     second_half_written = record.write_times[2]
     first_half = CHAT[0] + CHAT[1][:30]
     got_first_half = next(t for t, _ in _cumulative(chunks) if _ >= len(first_half))
-    assert got_first_half < second_half_written  # forwarded while the upstream was still waiting 0.5 s
+    assert got_first_half < second_half_written  # forwarded while the upstream was still waiting 1 s
     assert parse(body) == parse(b"".join(CHAT))
 
 
@@ -341,15 +352,25 @@ def test_keepalives_during_stalls_leave_the_events_unchanged(relay, standin):
 @net
 def test_a_client_that_leaves_closes_the_upstream(relay, standin):
     with httpx.Client(timeout=10) as client:
-        with client.stream("POST", f"{relay.base_url}/chat/completions", json={"model": "hang", "stream": True}) as r:
+        with client.stream("POST", f"{relay.base_url}/chat/completions", json=body("hang")) as r:
             next(r.iter_raw())
     assert standin.wait_until(lambda rs: [x.outcome for x in rs if x.model == "hang"][-1:] == ["client_gone"], 5)
     assert summary_for(relay, "hang")["outcome"] == "cancelled"
 
 
 @net
+def test_a_background_response_streams_through_the_get_route(relay):
+    with httpx.stream("GET", f"{relay.base_url}/responses/resp_relayed", params={"stream": "true",
+                                                                               "starting_after": "3"}) as r:
+        body = r.read()
+    assert [e.data for e in parse(body)[0]] == [e.data for e in parse(b"".join(RESP[4:]))[0]]
+    s = summary_for(relay, None, route="GET /v1/responses/resp_relayed")
+    assert s["outcome"] == "complete" and s["text_chars"] == len(RESP_TEXT)  # the replay starts at the first delta
+
+
+@net
 def test_error_statuses_pass_through_with_their_retry_headers(relay):
-    r = httpx.post(f"{relay.base_url}/chat/completions", json={"model": "busy", "stream": True}, timeout=10)
+    r = httpx.post(f"{relay.base_url}/chat/completions", json=body("busy"), timeout=10)
     assert r.status_code == 429 and r.headers["retry-after-ms"] == "200"
     assert r.json()["error"]["message"] == "slow down"
     with pytest.raises(openai.RateLimitError):
@@ -361,7 +382,7 @@ def test_error_statuses_pass_through_with_their_retry_headers(relay):
 @net
 def test_an_unreachable_upstream_is_a_502_in_the_openai_shape(no_leaked_threads):
     with Relay("http://127.0.0.1:9/v1") as r:
-        reply = httpx.post(f"{r.base_url}/chat/completions", json={"model": "x", "stream": True}, timeout=10)
+        reply = httpx.post(f"{r.base_url}/chat/completions", json=body("x"), timeout=10)
         assert reply.status_code == 502 and reply.json()["error"]["code"] == "upstream_unreachable"
         assert r.wait_for_summaries(1) and r.summaries[0]["ending"] == "connect_error"
 
@@ -382,7 +403,7 @@ def test_a_captured_stream_loads_back_as_a_fixture(standin, tmp_path, no_leaked_
 def test_stopping_the_relay_mid_stream_ends_it_marked_and_leaves_nothing_behind(standin, no_leaked_threads):
     relay = Relay(standin.base_url, keepalive=None).start()
     with httpx.Client(timeout=10) as client:
-        with client.stream("POST", f"{relay.base_url}/chat/completions", json={"model": "hang", "stream": True}) as r:
+        with client.stream("POST", f"{relay.base_url}/chat/completions", json=body("hang")) as r:
             it = r.iter_raw()
             got = next(it)
             relay.stop()
@@ -398,7 +419,7 @@ def test_the_cli_prints_its_url_then_one_summary_line_per_stream(standin):
     try:
         url = proc.stdout.readline().split()[-1]
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
-        with httpx.stream("POST", f"{url}/chat/completions", json={"model": "chat-ok", "stream": True}) as r:
+        with httpx.stream("POST", f"{url}/chat/completions", json=body("chat-ok")) as r:
             r.read()
         line = json.loads(proc.stdout.readline())
         assert (line["model"], line["outcome"], line["text_chars"]) == ("chat-ok", "complete", len(CHAT_TEXT))
@@ -428,7 +449,7 @@ def chaos_options(fault: str, direction: str) -> dict:
 
 @pytest.fixture(scope="module")
 def chaos_standin():
-    with StandIn({"chat-ok": Episode(paced(CHAT, gap=0.002))}) as server:
+    with StandIn({"chat-ok": Episode(paced(CHAT, gap=0.002))}, usage="scripted") as server:
         yield server
 
 
@@ -466,7 +487,7 @@ def test_serve_relay_replaces_the_previous_one(standin, no_leaked_threads):
     second = serve_relay(standin.base_url, keepalive=None)
     try:
         with pytest.raises(httpx.ConnectError):
-            httpx.post(f"{first_url}/chat/completions", json={"model": "chat-ok"}, timeout=5)
+            httpx.post(f"{first_url}/chat/completions", json=body("chat-ok"), timeout=5)
         assert sdk_run(sdk(second), "chat", "chat-ok") == CHAT_TEXT
     finally:
         stop_relay()

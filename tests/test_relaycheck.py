@@ -211,8 +211,10 @@ def running(app_for: Any, upstream: str) -> Iterator[Any]:
 
 
 def check(factory: Any, requirements: tuple[int, ...], **options: Any) -> RelayReport:
+    """Run the checker with the tests' intervals. Its time bounds are loosened (a loaded machine must not fail
+    the reference relay); every flaw below fails on facts that do not depend on speed."""
     return check_relay(factory, requirements=requirements, keepalive=KEEPALIVE, read_timeout=READ_TIMEOUT,
-                       **{"fuzz_runs": 0, **options})
+                       **{"fuzz_runs": 0, "ttft_bound": 1.0, "disconnect_bound": 2.0, **options})
 
 
 @net
@@ -280,3 +282,11 @@ def test_a_relay_command_needs_both_placeholders():
         relay_command("python relay.py --port {port}", keepalive=1, read_timeout=5)
     with pytest.raises(ValueError, match="read_timeout"):
         check_relay(relay_url="http://127.0.0.1:1", keepalive=1.0, read_timeout=2.0)
+
+
+@net
+def test_a_relay_command_that_dies_is_reported_with_its_stderr(no_leaked_threads):
+    cmd = f"{sys.executable} -c 'import sys; sys.exit(\"no relay here: \" + sys.argv[1])' {{upstream}} {{port}}"
+    with pytest.raises(RuntimeError, match="exited with status 1") as info:
+        check(relay_command(cmd, keepalive=KEEPALIVE, read_timeout=READ_TIMEOUT), (2,))
+    assert "no relay here: http://127.0.0.1:" in str(info.value)

@@ -31,6 +31,7 @@ import json
 import shlex
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -150,26 +151,41 @@ def relay_command(template: str, *, keepalive: float, read_timeout: float,
         argv = shlex.split(template.format(upstream=upstream, port=port, keepalive=f"{keepalive:g}",
                                            read_timeout=f"{read_timeout:g}"))
         lines: list[str] = []
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                text=True, encoding="utf-8", errors="replace")
-        assert proc.stdout is not None
-        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
-                                  name="relay-stdout", daemon=True)
-        reader.start()
-        try:
-            _wait_for_port(port, proc, start_timeout)
-            yield RelayUnderTest(f"http://127.0.0.1:{port}/v1", lambda: _json_objects(list(lines)))
-        finally:
-            proc.terminate()
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL,
+                                    text=True, encoding="utf-8", errors="replace")
+            assert proc.stdout is not None
+            reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
+                                      name="relay-stdout", daemon=True)
+            reader.start()
             try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            reader.join(5)
-            proc.stdout.close()
+                _wait_for_port(port, proc, start_timeout)
+            except RuntimeError as exc:
+                _stop(proc, reader)
+                errors.seek(0)
+                tail = errors.read()[-1500:].decode("utf-8", "replace").strip()
+                raise RuntimeError(f"{exc}: {' '.join(argv)}"
+                                   + (f"\nits stderr ends with:\n{tail}" if tail else "")) from None
+            try:
+                yield RelayUnderTest(f"http://127.0.0.1:{port}/v1", lambda: _json_objects(list(lines)))
+            finally:
+                _stop(proc, reader)
 
     return start
+
+
+def _stop(proc: subprocess.Popen[str], reader: threading.Thread) -> None:
+    """Stop a relay process (SIGTERM, then SIGKILL after 10 s) and the thread reading its stdout."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    reader.join(5)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 @contextlib.contextmanager
@@ -204,7 +220,7 @@ def check_relay(start_relay: RelayFactory | None = None, *, relay_url: str | Non
     upstream_url = f"http://127.0.0.1:{port}/v1"
     summaries = None if summary_file is None else Path(summary_file)
     factory = start_relay if start_relay is not None else (lambda _: _given_url(relay_url or "", summaries))
-    with StandIn({}) as standin, factory(upstream_url) as given:
+    with StandIn({}, usage="scripted") as standin, factory(upstream_url) as given:
         relay = _as_relay(given, summaries)
         report = RelayReport(relay.base_url)
         report.notes.append(f"upstream: the checker's stand-in behind a chaos proxy at {upstream_url}")

@@ -183,7 +183,7 @@ def check_deaths(run: CheckRun) -> None:
 def header_bytes(standin: StandIn) -> int:
     """The size of the stand-in's status line and headers (they do not depend on the request; the Date
     header has a fixed width)."""
-    body = b'{"model": "check-chaos", "stream": true}'
+    body = b'{"model": "check-chaos", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
     request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     with socket.create_connection(("127.0.0.1", standin.port), timeout=5) as sock:

@@ -40,7 +40,7 @@ TEXT = "".join(PIECES)
 CHAT = shapes.chat_text_stream(PIECES, model="stand-in")
 RESP = shapes.responses_text_stream(PIECES, model="stand-in")
 DELTA = 4  # RESP[DELTA] is the first response.output_text.delta ("Grüße ")
-HALF_GAP = 0.5  # seconds between the two halves of one event
+HALF_GAP = 1.0  # seconds between the two halves of one event (a wide margin: the check is an ordering)
 TTFT = 0.3  # the scripted time to first token
 
 
