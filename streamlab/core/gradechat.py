@@ -256,7 +256,7 @@ def _tools(st: Stream | None) -> list[Finding]:
                              st.at(call.fragments[0][0], b"tool_calls"))
             elif len(got) > 1:
                 header_w.add(Status.WARN, f"{st.name}: call {call.index} sends its {label} {len(got)} times",
-                             st.at(got[1][0], f'"{key}"'.encode()))
+                             st.at(got[1][0], b'"tool_calls"'))
         joined = "".join(v for _, v in call.strings("arguments"))
         try:
             value = json.loads(joined)
