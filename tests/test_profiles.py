@@ -65,11 +65,27 @@ def test_on_bytes_alone_each_profile_draws_exactly_its_quirks(name: str) -> None
     assert found == PROFILES[name].expected()
 
 
+LEAVES_NOTHING_TO_GRADE = {
+    "responses.http": {"responses.framing", "responses.event_type", "responses.sequence", "responses.done_matches",
+                       "responses.terminal", "responses.usage", "responses.arguments"},
+    "usage.chunk": {"usage.choices", "usage.counts"},
+    "error.status": {"error.shape"},
+}
+"""A quirk that removes what other checks read (no route, no usage chunk, no error body) makes them skip."""
+
+
+def expected_skips(name: str) -> set[str]:
+    declared = PROFILES[name].expected()
+    return {c for q in declared for c in LEAVES_NOTHING_TO_GRADE.get(q, ())} - set(declared)
+
+
 @pytest.mark.parametrize("name", PROFILE_NAMES)
 def test_streamlab_check_against_the_stand_in_reports_exactly_the_profiles_quirks(name: str) -> None:
     with StandIn({}, profile=name) as server:
         report = check_endpoint(server.base_url, model="any-model", dialect="both", timeout=10)
     assert report.issues() == PROFILES[name].expected(), report.render(passes=False, timings=False)
+    skipped = {f.check for f in report.findings if f.status is Status.SKIP}
+    assert skipped == expected_skips(name), "every skip follows from a declared quirk, and no other check skips"
     assert report.exit_code == (1 if any(s is Status.FAIL for s in report.issues().values()) else 0)
 
 
