@@ -111,7 +111,7 @@ def check_endpoint(base_url: str, *, model: str, api_key: str | None = None, dia
                    probes: Sequence[ProbeRequest] | None = None) -> Report:
     """Grade the OpenAI-compatible endpoint at `base_url` (e.g. `http://127.0.0.1:8000/v1`) for `model`.
 
-    `dialect` is "chat", "responses" or "both"; `probes` replaces the standard requests (tests use it). The
+    `dialect` is "chat", "responses" or "both"; `probes`, when given, replaces the standard requests. The
     report's `exit_code` is 0 (nothing failed), 1 (something failed) or 2 (could not be checked: see
     `unreachable`)."""
     todo = list(probes) if probes is not None else probes_for(dialect, model)
