@@ -216,3 +216,26 @@ def test_the_compatibility_matrix_figure_and_its_text_twin_agree() -> None:
     twin = {line.split()[0]: line.split()[1:] for line in render_matrix(reports).splitlines()[1:-1]}
     for check in CHECK_IDS:
         assert [marks[f"cell:{check}:{n}"] or "." for n in PROFILE_NAMES] == twin[check]
+
+
+def test_the_planner_applies_the_profile_to_answers_and_refusals_alike() -> None:
+    from streamlab.core.actions import Reply, Stream, Write
+    from streamlab.core.plan import plan
+    from streamlab.core.request import Request, parse_head
+    from streamlab.core.room import Options, Room
+
+    def post(room: Room, path: str, body: dict) -> object:
+        head = parse_head(f"POST {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        return plan(room, Request(head, json.dumps(body).encode())).action
+
+    ask = {"model": "unknown", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    plain = Room({})
+    assert post(plain, "/v1/chat/completions", ask).status == 404  # no profile: the model does not exist
+    llama = Room({}, options=Options(profile=get_profile("llamacpp")))
+    answer = post(llama, "/v1/chat/completions", ask)
+    assert isinstance(answer, Stream) and b'"timings"' in b"".join(a.data for a in answer.actions
+                                                                    if isinstance(a, Write))
+    refused = post(llama, "/v1/chat/completions", dict(ask, messages="not a list"))
+    assert isinstance(refused, Stream) and refused.actions[0].data.startswith(b"error: ")
+    gone = post(llama, "/v1/responses", {"model": "unknown", "input": "hi", "stream": True})
+    assert isinstance(gone, Reply) and gone.status == 404 and gone.body["error"]["message"] == "File Not Found"
