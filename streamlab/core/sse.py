@@ -11,17 +11,26 @@ Three design decisions carry almost all of the weight:
 2. Remember a CR that ends a chunk: an LF at the start of the next chunk belongs to the same terminator.
 3. Never rescan, and hold no more than the limits allow. Each byte is looked at a constant number of
    times, so the cost is linear in the bytes fed whatever the chunk size and line length. What is kept
-   between feeds is packed: an unfinished line lives in one `bytearray` that grows in place (not a list of
-   pieces, where a 2-byte piece costs some 40 bytes of object overhead), and the data lines of an
-   unfinished event are packed into one `bytearray` at the end of each feed. A chunk longer than `WINDOW`
-   is parsed a window at a time (cuts never change the result), so the lists one split makes stay small.
-   Memory therefore stays within about twice the configured limits plus a constant (a window's worth),
-   whatever the chunk sizes and line shapes; a line longer than a window is interpreted on its own, so
-   that its bytes are held at most twice (as received, then as the event's text).
+   between feeds is packed: an unfinished line that spans chunks lives in one `bytearray` that grows in
+   place (not a list of pieces, where a 2-byte piece costs some 40 bytes of object overhead), and the data
+   lines of an unfinished event are packed into one `bytearray` at the end of each feed. A chunk longer
+   than `WINDOW` is parsed a window at a time (cuts never change the result), so the lists one split makes
+   stay small. Memory therefore stays within about twice the configured limits plus a constant (what one
+   window's lines cost: at most some 20 x WINDOW, for a window of 2-byte lines), whatever the chunk sizes
+   and line shapes; a long line that spans chunks is interpreted on its own, so that its bytes are held at
+   most twice (as received, then as the event's text).
+
+Speed comes from doing per line and per event as little Python as possible, measured with
+benchmarks/bench_parsers.py: CRs are turned into LFs by `bytes.replace` (only when a chunk has one), lines are
+found by `io.BytesIO.readlines()`, which looks for LF with `memchr`, where `bytes.split` walks byte by byte
+(four times the instructions), so each line keeps its LF (a blank line is b"\n"); the per-block state lives
+in locals of one loop; `data: ` is tested first; an event is built without the frozen dataclass's
+`__init__` (see `_Blank`); and data is decoded as strict UTF-8 first, with "replace" only when that fails.
 
 Errors: `feed` either returns events or raises `SSELimitError` (a line or an event outgrew its limit); the
 error carries the events completed earlier in that call, and the parser stays failed afterwards rather than
-guess where to resume. A `retry:` value of absurd length sets the reconnection time to `MAX_RETRY_MS`.
+guess where to resume. A `retry:` value of absurd length sets the reconnection time to `MAX_RETRY_MS`; bytes,
+bytearray and memoryview are accepted alike, anything else is a TypeError raised before any state changes.
 
 The parser does no I/O, keeps no clock and starts no thread: the HTTP client, the stand-in server, the
 relay and the conformance checker all wrap this one class.
@@ -30,6 +39,7 @@ relay and the conformance checker all wrap this one class.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from io import BytesIO
 
 from .errors import SSELimitError
 
@@ -55,6 +65,8 @@ WINDOW = 64 * 1024
 """A chunk longer than this is parsed this many bytes at a time (same events, bounded working memory)."""
 
 _RETRY_DIGITS = len(str(MAX_RETRY_MS))
+_Where = tuple[bytes, int, int]  # for error offsets: a chunk's raw bytes, its stream offset, that of its first line
+_LONG_LINE = 4 * 1024  # a line longer than this that spans chunks is interpreted on its own (_long_line)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +81,13 @@ class SSEEvent:
     """The stream's last event ID when this event was dispatched; it persists across events."""
 
 
-# The hot loop builds events with these instead of SSEEvent(...): the frozen dataclass __init__ goes
-# through object.__setattr__ once per field and costs about twice as much. The result is the same
-# frozen, equal, hashable event (tests/test_sse.py checks it).
-_new = object.__new__
-_set_event = SSEEvent.__dict__["event"].__set__
-_set_data = SSEEvent.__dict__["data"].__set__
-_set_id = SSEEvent.__dict__["last_event_id"].__set__
+class _Blank:
+    """A plain object with SSEEvent's slots. The hot loop fills one and then gives it the class SSEEvent, which
+    Python allows between classes of identical layout: the same frozen, equal, hashable event as
+    `SSEEvent(...)` builds (tests/test_sse.py checks it), for a fraction of the cost of the frozen
+    dataclass's `__init__`, which sets every field through `object.__setattr__`."""
+
+    __slots__ = SSEEvent.__slots__
 
 
 def _retry_ms(digits: bytes) -> int:
@@ -88,17 +100,22 @@ def _retry_ms(digits: bytes) -> int:
 
 
 def _packed(pieces: list[bytes]) -> bytearray:
-    """The data lines of one event joined by LF, as one bytearray (extended in place when it already is one)."""
+    """Pack the data lines of one event into one bytearray joined by LF (extending the first piece in place
+    when it already is one); `pieces` is left holding just that bytearray, which is also returned.
+
+    A loop rather than `bytes.join`, which holds an 80-byte buffer record per piece while it works."""
     first = pieces[0]
     buf = first if type(first) is bytearray else bytearray(first)
-    buf += b"\n"
-    buf += b"\n".join(pieces[1:])
+    for piece in pieces[1:]:
+        buf += b"\n"
+        buf += piece
+    pieces[:] = [buf]
     return buf
 
 
 def _joined(pieces: list[bytes]) -> bytes | bytearray:
     """The data lines of one event joined by LF; a packed first piece is extended, not copied once more."""
-    return _packed(pieces) if type(pieces[0]) is bytearray else b"\n".join(pieces)
+    return b"\n".join(pieces) if len(pieces) < 64 and type(pieces[0]) is bytes else _packed(pieces)
 
 
 class SSEParser:
@@ -133,7 +150,7 @@ class SSEParser:
         self._data: list[bytes] = []  # data values of the event being built (packed into one at each feed's end)
         self._data_len = 0
         self._in_block = False  # a field line was seen since the last blank line
-        self._tail = bytearray()  # the unfinished last line (contains no CR or LF)
+        self._tail: bytes | bytearray = b""  # the unfinished last line (contains no CR or LF)
         self._head = b""  # bytes held back at the very start while they may still be a BOM
         self._started = False
         self._pending_cr = False  # the previous chunk ended in CR; a leading LF is the same terminator
@@ -161,37 +178,30 @@ class SSEParser:
             if not chunk:
                 return []
         raw = chunk
-        if b"\r" in chunk:
+        if 0x0D in chunk:  # a CR (an int operand tests for one byte without a bytes search)
             if chunk[-1] == 0x0D:  # an LF at the start of the next chunk completes this CRLF
                 self._pending_cr = True
                 self._ready = False
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = chunk.split(b"\n")
-        rest = lines.pop()
+        lines = BytesIO(chunk).readlines()  # each line keeps its LF
+        rest = lines.pop() if lines and lines[-1][-1] != 0x0A else b""
         tail = self._tail
-        if not lines:  # no line ended in this chunk
+        if not lines:  # no line ended in this chunk: the unfinished line grows (in place, see _grow_tail)
             if rest:
-                tail += rest
-                if len(tail) > self.max_line_bytes:
-                    self._fail("max_line_bytes", self._fed - len(tail), [])
+                self._grow_tail(rest)
             return []
         out: list[SSEEvent] = []
-        first_start = start - len(tail)  # stream offset of lines[0], which may have begun in earlier chunks
-        longest_possible = len(tail) + len(chunk)
+        where = (raw, start, start - len(tail))  # for error offsets: lines[0] may have begun in earlier chunks
         if tail:
-            if len(tail) + len(lines[0]) > WINDOW:  # a long line: interpreted on its own, see _long_line
-                self._long_line(lines, out, first_start)
+            if len(tail) + len(lines[0]) <= _LONG_LINE:
+                lines[0] = tail + lines[0]
+                self._tail = b""
             else:
-                tail += lines[0]
-                lines[0] = bytes(tail)
-                tail.clear()
-        if longest_possible > self.max_line_bytes:  # rare: only then look for an over-long line
-            self._check_line_lengths(lines, out, raw, start, first_start)
-        self._lines(lines, out, raw, start, first_start)
-        if rest:
-            tail += rest
-            if len(tail) > self.max_line_bytes:
-                self._fail("max_line_bytes", self._fed - len(rest), out)
+                self._long_line(lines, out, where[2])
+        if len(tail) + len(chunk) > self.max_line_bytes:  # rare: only then look for an over-long line
+            self._check_line_lengths(lines, rest, out, where)
+        self._lines(lines, out, where)
+        self._tail = rest
         return out
 
     def close(self) -> bool:
@@ -201,7 +211,7 @@ class SSEParser:
         dispatched"); `last_event_id` keeps the value of the last dispatched block.
         """
         truncated = bool(self._tail) or bool(self._head) or self._in_block
-        self._tail, self._head = bytearray(), b""
+        self._tail, self._head = b"", b""
         self._reset_block()
         self._closed = True
         self._ready = False
@@ -249,15 +259,14 @@ class SSEParser:
             raise TypeError(
                 f"SSEParser.feed() takes bytes, bytearray or memoryview, not {type(chunk).__name__}"
             ) from None
-        with view:
+        with view:  # released on the way out, so the caller may resize a bytearray it passed
             if view.nbytes <= WINDOW:
                 return self.feed(view.tobytes())
-            data = view if view.ndim == 1 and view.itemsize == 1 else view.tobytes()
+            flat = view if view.ndim == 1 and view.itemsize == 1 else memoryview(view.tobytes())
             out: list[SSEEvent] = []
-            for pos in range(0, len(data), WINDOW):
-                piece = data[pos : pos + WINDOW]
+            for pos in range(0, len(flat), WINDOW):
                 try:
-                    out += self.feed(piece if type(piece) is bytes else piece.tobytes())
+                    out += self.feed(flat[pos : pos + WINDOW].tobytes())
                 except SSELimitError as exc:
                     raise SSELimitError(exc.limit, exc.value, exc.offset, out + exc.events) from None
             return out
@@ -289,26 +298,38 @@ class SSEParser:
         self._ready = self._started and not self._pending_cr
         return chunk, start
 
+    def _grow_tail(self, piece: bytes) -> None:
+        """Append to the unfinished line. It is kept as the bytes object a split returned until a second piece
+        arrives; from then on it is a bytearray that grows in place (amortised linear, ~12% spare room)."""
+        tail = self._tail
+        if type(tail) is bytes:
+            self._tail = tail = bytearray(tail)
+        tail += piece
+        if len(tail) > self.max_line_bytes:
+            self._fail("max_line_bytes", self._fed - len(tail), [])
+
     def _long_line(self, lines: list[bytes], out: list[SSEEvent], first_start: int) -> None:
         """Finish the unfinished line with `lines[0]` and interpret it by itself, holding its bytes at most
         twice: the buffer is copied once and emptied before the line is read, and once read the line is
         dropped (kept in `lines`, a data line would still be held when its event's text is decoded)."""
-        tail = self._tail
-        if len(tail) + len(lines[0]) > self.max_line_bytes:
+        tail, self._tail = self._tail, b""
+        if len(tail) + len(lines[0]) - 1 > self.max_line_bytes:
             self._fail("max_line_bytes", first_start, out)
-        tail += lines[0]
-        line = [bytes(tail)]
-        tail.clear()
-        self._lines(line, out, b"", first_start, first_start)
-        lines[0] = b":"  # already interpreted: a comment line is ignored, and keeps the others' indices
+        line = [tail + lines[0]]
+        if type(tail) is bytearray:
+            tail.clear()  # frees its buffer now, although the caller still holds the object
+        self._lines(line, out, (b"", first_start, first_start))
+        lines[0] = b":\n"  # already interpreted: a comment line is ignored, and keeps the others' indices
 
-    def _check_line_lengths(self, lines: list[bytes], out: list[SSEEvent], raw: bytes, start: int,
-                            first_start: int) -> None:
-        """Fail at the first complete line longer than max_line_bytes, after the lines before it."""
+    def _check_line_lengths(self, lines: list[bytes], rest: bytes, out: list[SSEEvent], where: _Where) -> None:
+        """Fail at the first line longer than max_line_bytes, after interpreting the lines before it."""
         for i, line in enumerate(lines):
-            if len(line) > self.max_line_bytes:
-                self._lines(lines[:i], out, raw, start, first_start)  # keep what came before it
-                self._fail("max_line_bytes", self._line_offset(lines, i, raw, start, first_start), out)
+            if len(line) - 1 > self.max_line_bytes:
+                self._lines(lines[:i], out, where)  # keep what came before it
+                self._fail("max_line_bytes", self._line_offset(lines, i, where), out)
+        if len(rest) > self.max_line_bytes:  # the unfinished last line
+            self._lines(lines, out, where)
+            self._fail("max_line_bytes", self._fed - len(rest), out)
 
     def _reset_block(self) -> None:
         self._data = []
@@ -316,11 +337,11 @@ class SSEParser:
         self._event_type = ""
         self._in_block = False
 
-    def _lines(self, lines: list[bytes], out: list[SSEEvent], raw: bytes, start: int, first_start: int) -> None:
-        """Interpret complete lines (terminators already removed) into `out`: the rules of the standard.
+    def _lines(self, lines: list[bytes], out: list[SSEEvent], where: _Where) -> None:
+        """Interpret complete lines (each ends in LF) into `out`: the rules of the standard.
 
         This is the hot loop, so the per-block state lives in locals and is written back once at the end
-        (and before raising a limit error). `raw`, `start` and `first_start` only serve error offsets.
+        (and before raising a limit error). `where` only serves error offsets.
         """
         push = out.append
         data = self._data
@@ -330,15 +351,19 @@ class SSEParser:
         id_buffer = self._id_buffer
         last_id = self.last_event_id
         max_event = self.max_event_bytes + 1  # data_len counts a "\n" after every data line, the last included
-        new, set_event, set_data, set_id, cls = _new, _set_event, _set_data, _set_id, SSEEvent
-        for i, line in enumerate(lines):
-            if not line:  # blank line: dispatch (or just end the block), commit the id, reset the type
+        blank, cls = _Blank, SSEEvent
+        for line in lines:
+            if line == b"\n":  # blank line: dispatch (or just end the block), commit the id, reset the type
                 last_id = id_buffer
                 if data:
-                    ev = new(cls)  # an SSEEvent, built without the slow frozen __init__ (see _new above)
-                    set_event(ev, event_type or "message")
-                    set_data(ev, (data[0] if len(data) == 1 else _joined(data)).decode("utf-8", "replace"))
-                    set_id(ev, last_id)
+                    ev = blank()  # becomes an SSEEvent below (see _Blank)
+                    ev.event = event_type or "message"
+                    try:  # strict UTF-8 first: the default codec and error handler need no name lookups
+                        ev.data = (data[0] if len(data) == 1 else _joined(data)).decode()
+                    except UnicodeDecodeError:  # invalid bytes become U+FFFD, as the standard decodes them
+                        ev.data = (data[0] if len(data) == 1 else _joined(data)).decode("utf-8", "replace")
+                    ev.last_event_id = last_id
+                    ev.__class__ = cls
                     push(ev)
                     data = []
                     data_len = 0
@@ -346,18 +371,16 @@ class SSEParser:
                 in_block = False
                 continue
             if line[:6] == b"data: ":  # the common case first; "data:" without the space is handled below
-                value = line[6:]
-                data.append(value)
+                data.append(line[6:-1])
                 in_block = True
-                data_len += len(value) + 1
+                data_len += len(line) - 6  # the value and one LF
                 if data_len > max_event:
-                    self.last_event_id = last_id  # keep the id of the last event delivered
-                    self._fail("max_event_bytes", self._line_offset(lines, i, raw, start, first_start), out)
+                    self._too_big(lines, line, last_id, out, where)
                 continue
             if line[0] == 0x3A:  # ":" starts a comment
                 continue
             in_block = True
-            name, colon, value = line.partition(b":")
+            name, colon, value = line[:-1].partition(b":")
             if colon and value[:1] == b" ":
                 value = value[1:]
             if name == b"event":
@@ -366,16 +389,17 @@ class SSEParser:
                 data.append(value)
                 data_len += len(value) + 1
                 if data_len > max_event:
-                    self.last_event_id = last_id
-                    self._fail("max_event_bytes", self._line_offset(lines, i, raw, start, first_start), out)
+                    self._too_big(lines, line, last_id, out, where)
             elif name == b"id":
-                if b"\x00" not in value:
+                if 0 not in value:  # an id with NUL is ignored
                     id_buffer = value.decode("utf-8", "replace")
             elif name == b"retry":
                 if value and value.isdigit():  # bytes.isdigit() accepts ASCII 0-9 only
                     self.retry_ms = _retry_ms(value)
             # every other field name (including "Data", "ID", ...) is ignored
-        self._data = data if len(data) < 2 else [_packed(data)]  # one piece per event between feeds
+        if len(data) > 1:  # between feeds an event's data is one piece (bounded memory, see the docstring)
+            _packed(data)
+        self._data = data
         self._data_len = data_len
         self._in_block = in_block
         self._event_type = event_type
@@ -386,13 +410,21 @@ class SSEParser:
         value = self.max_line_bytes if limit == "max_line_bytes" else self.max_event_bytes
         self._error = SSELimitError(limit, value, offset, events)
         self._ready = False
-        self._tail = bytearray()
+        self._tail = b""
         self._reset_block()
         raise self._error
 
+    def _too_big(self, lines: list[bytes], line: bytes, last_id: str, out: list[SSEEvent], where: _Where) -> None:
+        """The data line `line` took the event past max_event_bytes: fail at it (the hot loop's error path),
+        keeping the id of the last event delivered."""
+        self.last_event_id = last_id
+        i = next(k for k, candidate in enumerate(lines) if candidate is line)  # data lines are distinct objects
+        self._fail("max_event_bytes", self._line_offset(lines, i, where), out)
+
     @staticmethod
-    def _line_offset(lines: list[bytes], i: int, raw: bytes, start: int, first_start: int) -> int:
+    def _line_offset(lines: list[bytes], i: int, where: _Where) -> int:
         """Stream offset where lines[i] starts (error path only; lines[0] may begin in earlier chunks)."""
+        raw, start, first_start = where
         if i == 0:
             return first_start
         pos = 0
