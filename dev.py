@@ -4,6 +4,8 @@
     python3 dev.py lab        set up .venv if needed, then open the labs in JupyterLab
     python3 dev.py test       set up .venv if needed, then ruff + output check + `pytest --nbval` (unit tests
                               and every lab, strict)
+    python3 dev.py browser    set up .venv if needed, then the labs in JupyterLab in headless Chromium (tests/browser;
+                              Chromium from the OS packages: apt-get install -y chromium)
     python3 dev.py stress     run the socket-using tests (-m net) N times beside CPU hogs; report failures
                               (--runs N, default 20; --hogs K, default one per core; -- PYTEST_ARGS)
     python3 dev.py execute    re-run every notebook in place in a fresh kernel (the canonical outputs)
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -94,6 +97,21 @@ def test(extra: list[str]) -> None:
     run(PY, "-m", "pytest", "--nbval", *extra)
 
 
+CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def browser(extra: list[str]) -> None:
+    """The browser suite: every lab run in JupyterLab by headless Chromium. Chromium is the system's own;
+    Playwright (in .venv) drives it, and no browser build is ever downloaded."""
+    setup()
+    if not (os.environ.get("STREAMLAB_CHROMIUM") or any(shutil.which(name) for name in CHROMIUM)):
+        log("Chromium is missing. The browser tests drive the operating system's Chromium; install it with")
+        log("    apt-get install -y chromium        (as root)")
+        log("or set STREAMLAB_CHROMIUM to a Chromium or Chrome executable.")
+        sys.exit(3)
+    run(PY, "-m", "pytest", "tests/browser", "-m", "browser", "-rs", *extra)
+
+
 def stress(extra: list[str]) -> None:
     setup()
     run(PY, str(ROOT / "tools" / "stress.py"), *extra)
@@ -107,6 +125,8 @@ def main() -> None:
         lab(extra)
     elif cmd == "test":
         test(extra)
+    elif cmd == "browser":
+        browser(extra)
     elif cmd == "stress":
         stress(extra)
     elif cmd in ("execute", "check"):
