@@ -385,7 +385,11 @@ class Exchange(Response):
                 last_up = last_down = now
                 await self._body(rs.upstream(value, now))
                 if _answered(rs):  # the terminal event went out: end the client's body now, then drain
-                    await self._body(rs.upstream_ended(Ending.COMPLETE, now), more=False)
+                    final = rs.upstream_ended(Ending.COMPLETE, now)
+                    if not recorded:  # the breaker hears first: a client's next request must see its new state
+                        recorded = True
+                        self._note(upstream.name, permit, rs, None, rs.ending, rs.detail)
+                    await self._body(final, more=False)
                     await self._drain(reader)
                     break
                 continue
@@ -411,9 +415,13 @@ class Exchange(Response):
                         self.resumes += 1
                         last_up = perf()
                         continue
-            await self._body(rs.upstream_ended(ending, now, detail), more=False)
+            final = rs.upstream_ended(ending, now, detail)
+            if not recorded:
+                recorded = True
+                self._note(upstream.name, permit, rs, None, rs.ending, rs.detail)
+            await self._body(final, more=False)
             break
-        if not recorded:
+        if not recorded:  # the client left
             self._note(upstream.name, permit, rs, None, rs.ending, rs.detail)
 
     async def _drain(self, reader: _Reader) -> None:

@@ -13,6 +13,9 @@ Lab 05: `plot_attempts`, the retry timeline (each attempt as a bar, each wait as
 
 Lab 08: `plot_compatibility_matrix`, checks x endpoints (or provider profiles), coloured and marked by status.
 
+Lab 10: `plot_breaker_timeline` (each upstream's breaker state over time, and what it saw), `plot_repaints` and
+`plot_interval_sweep` (render batching: what a screen shows, and repaints against the batching interval).
+
 Each takes an optional `ax` so they can be combined, and returns the Figure. Artists carry a `gid`
 ("chars:LABEL", "ttft:LABEL", "total:LABEL", "schedule:ttft", "schedule:total", "blank:streaming",
 "blank:buffered") so tests and learners can find them without relying on draw order.
@@ -27,6 +30,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from ..core.batching import batch, render_stats
+from ..core.breaker import Breaker, State
 from ..core.conformance import CHECKS, Report, Status, matrix_rows
 from ..core.fuzz import HarnessResult
 from ..core.metrics import Schedule, Timing, illustrative_blank_share
@@ -34,7 +39,7 @@ from ..net.retrying import Attempt
 
 __all__ = [
     "plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS", "plot_share_heatmap", "plot_strategy_bars",
-    "plot_attempts", "plot_compatibility_matrix",
+    "plot_attempts", "plot_compatibility_matrix", "plot_breaker_timeline", "plot_repaints", "plot_interval_sweep",
 ]
 
 DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -265,4 +270,104 @@ def plot_compatibility_matrix(reports: Mapping[str, Report], checks: Sequence[st
                                                                      else "")) for s in Status]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title, fontsize=10)
+    return fig
+
+
+# -- lab 10: the gateway's breakers and render batching ------------------------------------------------------
+
+_STATE_COLOURS = {State.CLOSED: "tab:green", State.HALF_OPEN: "tab:orange", State.OPEN: "tab:red"}
+_SEEN = {  # what a breaker saw -> (marker, colour, legend label)
+    "ok": ("o", "tab:green", "ok"), "fault": ("X", "tab:red", "fault"), "neutral": ("o", "grey", "neutral"),
+    "refused": ("|", "black", "refused (skipped)"), "probe": ("D", "tab:orange", "probe let through"),
+    "late": ("x", "grey", "late result"),
+}
+
+
+def plot_breaker_timeline(breakers: Mapping[str, Breaker], *, since: float = 0.0, until: float | None = None,
+                          ax: Axes | None = None, title: str = "Circuit breakers over time") -> Figure:
+    """One lane per upstream: its breaker's state as coloured spans (closed, half-open, open) and what it saw as
+    markers (ok, fault, refused, probe), on the breakers' clock, relative to `since`. Spans carry the gid
+    "state:NAME:STATE", markers "seen:NAME:KIND"."""
+    names = list(breakers)
+    fig, ax = _axes(ax, (9.0, 1.6 + 0.8 * max(1, len(names))))
+    times = [h.at for b in breakers.values() for h in b.history]
+    end = (max(times, default=since) + 1.0) if until is None else until
+    for i, name in enumerate(names):
+        y, b = len(names) - i, breakers[name]
+        state, start = State.CLOSED, since
+        for tr in [*b.transitions, None]:
+            stop = end if tr is None else tr.at
+            if stop > start:
+                ax.barh(y, stop - start, left=start - since, height=0.5, color=_STATE_COLOURS[state], alpha=0.3,
+                        gid=f"state:{name}:{state}")
+            if tr is not None:
+                state, start = tr.after, tr.at
+        for kind, (marker, colour, _label) in _SEEN.items():
+            xs = [ob.at - since for ob in b.observations if ob.kind == kind]
+            if xs:
+                ax.plot(xs, [y] * len(xs), ls="", marker=marker, color=colour, markersize=8, gid=f"seen:{name}:{kind}")
+    ax.set_yticks([len(names) - i for i in range(len(names))], names)
+    ax.set_ylim(0.4, len(names) + 0.6)
+    ax.set_xlim(0, end - since)
+    ax.set_xlabel("seconds on the breakers' clock")
+    handles = [Patch(facecolor=c, alpha=0.3, label=str(s).replace("_", "-")) for s, c in _STATE_COLOURS.items()]
+    handles += [ax.plot([], [], ls="", marker=m, color=c, label=label)[0] for m, c, label in _SEEN.values()]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def plot_repaints(deltas: Sequence[tuple[float, str]], intervals: Mapping[str, float], *,
+                  window: tuple[float, float] | None = None, ax: Axes | None = None,
+                  title: str = "What the screen shows: one stream, painted two ways") -> Figure:
+    """Characters on screen against time for the same `deltas` ((arrival, text)), one staircase per batching
+    interval in `intervals` (label -> seconds; 0 paints every delta), each repaint a dot (gid "repaints:LABEL").
+    `window` limits the time axis."""
+    fig, ax = _axes(ax, (8.0, 4.0))
+    for i, (label, interval) in enumerate(intervals.items()):
+        flushes = batch(deltas, interval)
+        xs, ys, total = [0.0], [0], 0
+        for f in flushes:
+            total += len(f.text)
+            xs += [f.at, f.at]
+            ys += [ys[-1], total]
+        colour = _COLOURS[i % len(_COLOURS)]
+        stats = render_stats(flushes)
+        ax.plot(xs, ys, color=colour, lw=1.5, label=f"{label}: {stats.repaints} repaints")
+        ax.plot([f.at for f in flushes], np.cumsum([len(f.text) for f in flushes]), ls="", marker="o", markersize=3,
+                color=colour, gid=f"repaints:{label}")
+    if window is not None:
+        ax.set_xlim(*window)
+    ax.set_xlabel("seconds after the request")
+    ax.set_ylabel("characters on screen")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_interval_sweep(schedules: Mapping[str, Sequence[tuple[float, str]]], intervals: Sequence[float], *,
+                        ax: Axes | None = None,
+                        title: str = "Repaints per second and the longest wait, by batching interval") -> Figure:
+    """For each schedule (label -> deltas), repaints per second (solid, left axis) and the longest any delta
+    waited (dashed, right axis, ms) against the batching interval (ms). Lines carry the gids "rate:LABEL" and
+    "wait:LABEL"."""
+    fig, ax = _axes(ax, (8.0, 4.0))
+    right = ax.twinx()
+    ms = [1000 * iv for iv in intervals]
+    for i, (label, deltas) in enumerate(schedules.items()):
+        stats = [render_stats(batch(deltas, iv)) for iv in intervals]
+        colour = _COLOURS[i % len(_COLOURS)]
+        ax.plot(ms, [s.per_second for s in stats], marker="o", color=colour, label=f"{label}: repaints per second",
+                gid=f"rate:{label}")
+        right.plot(ms, [1000 * s.max_wait for s in stats], ls="--", marker=".", color=colour,
+                   label=f"{label}: longest wait (ms)", gid=f"wait:{label}")
+    ax.set_xlabel("batching interval (ms)")
+    ax.set_ylabel("repaints per second")
+    right.set_ylabel("longest wait (ms)")
+    lines = ax.get_lines() + right.get_lines()
+    ax.legend(lines, [line.get_label() for line in lines], loc="upper right", fontsize=8)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
     return fig
