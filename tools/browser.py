@@ -246,6 +246,12 @@ RUN_DONE_JS = f"(panel) => {{ const s = ({RUN_STATE_JS})(panel); return s.number
 
 KERNEL_TEXT = '.jp-StatusBar-TextItem[title^="Change kernel"]'
 
+# The kernel of the notebook shown is idle (nothing running: no cell, no widget callback).
+IDLE_JS = """
+() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator')
+  ?.dataset.status === 'idle'
+"""
+
 # Scroll a cell to the top; true once two successive polls find it at the same place inside the window.
 REVEAL_JS = """
 (cell) => {
@@ -349,6 +355,10 @@ class NotebookPage:
                     raise
                 self.page.keyboard.press("Escape")
         item.click()
+
+    def wait_idle(self, *, timeout: float = 120.0) -> None:
+        """Wait until the notebook's kernel is idle (the toolbar's execution indicator says so)."""
+        self.page.wait_for_function(IDLE_JS, timeout=timeout * 1000, polling=100)
 
     def run_state(self) -> dict[str, Any]:
         return self.panel.evaluate(RUN_STATE_JS)

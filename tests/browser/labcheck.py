@@ -26,7 +26,7 @@ from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from streamlab.tools.quiz import load_quiz
-from tools.browser import DRIVEN_JS, CellView, NotebookPage, driven_content, move_slider, pick_other_option
+from tools.browser import DRIVEN_JS, IDLE_JS, CellView, NotebookPage, driven_content, move_slider, pick_other_option
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STDERR_MIME = "application/vnd.jupyter.stderr"
@@ -235,16 +235,19 @@ def check_widgets_respond(run: LabRun, *, timeout: float = RESPONSE_TIMEOUT) -> 
             controls += [("dropdown", d) for d in view.locator(".widget-dropdown").all()]
             for kind, control in controls:
                 moved += 1
-                problem = _respond(view, kind, control, timeout)
+                problem = _respond(run.notebook, view, kind, control, timeout)
                 if problem:
                     problems.append(f"{run.expect.where(index)}: {problem}")
     run.counts["controls moved"] = moved
     return problems
 
 
-def _respond(view: Locator, kind: str, control: Locator, timeout: float) -> str | None:
+def _respond(notebook: NotebookPage, view: Locator, kind: str, control: Locator, timeout: float) -> str | None:
+    """Move one control; wait until what the widget drives has changed and the kernel is idle again (so the
+    callback's every update, the figure included, has arrived). None when it did, else the problem."""
     label = (control.locator(".widget-label").first.text_content() or "").strip() or "(no label)"
     control.scroll_into_view_if_needed()
+    notebook.wait_idle()  # the previous control's callback has finished: a settled "before"
     before = driven_content(view)
     if kind == "slider":
         move_slider(control)
@@ -252,8 +255,8 @@ def _respond(view: Locator, kind: str, control: Locator, timeout: float) -> str 
     else:
         what = f"picking {pick_other_option(control)!r} in the dropdown {label!r}"
     try:
-        view.wait_for_function(f"(v, before) => ({DRIVEN_JS.strip()})(v) !== before", arg=before,
-                               timeout=timeout * 1000)
+        view.wait_for_function(f"(v, before) => ({DRIVEN_JS.strip()})(v) !== before && ({IDLE_JS.strip()})()",
+                               arg=before, timeout=timeout * 1000)
     except PlaywrightTimeout:
         return f"{what} changed nothing the widget shows (text or figure) within {timeout:.0f} s"
     return None

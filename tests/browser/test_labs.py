@@ -58,6 +58,7 @@ def save_readme_screenshot(run: LabRun, path: Path) -> None:
     page = run.notebook.page
     page.keyboard.press("Control+b")  # more room for the lab: hide the file browser (View > Appearance)
     page.locator("#jp-left-stack").wait_for(state="hidden")
+    run.notebook.wait_idle()  # whatever the last control moved has been redrawn
     raw = path.with_suffix(".raw.png")
     run.notebook.screenshot(raw, index=first)
     with Image.open(raw) as image:
