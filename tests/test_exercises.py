@@ -4,13 +4,32 @@ hidden solution passes.)"""
 
 from __future__ import annotations
 
+import importlib
+import re
+from pathlib import Path
+
 import pytest
 
-from streamlab.exercises import load_lab, registry, verdict
+import streamlab.exercises
+from streamlab.exercises import check, labs_with_exercises, load_lab, registry, verdict
 
-LABS = ("01", "02", "03", "04", "05")
+LABS = tuple(labs_with_exercises())  # every lab that has an exercises module: 01 to 05, and 06 on as they come
 for _lab in LABS:
-    load_lab(f"{_lab}.1")
+    importlib.import_module(f"streamlab.exercises.lab{_lab}")
+
+VALUE_ANSWERS = {"answer_1", "answer_2", "answer_3", "answer_4", "retry_or_not", "total_600", "blank_screen",
+                 "tokens_at_close", "diagnosis", "breaker_table", "fail_over_or_not", "interval_ms"}
+"""Exercises answered with a value (`name = ...`), not a function: a function stub is simply a wrong value."""
+
+
+def _checks_open_sockets(lab: str) -> bool:
+    """Whether lab NN's checks start a server (a stand-in, a relay): their tests are then `net`."""
+    source = (Path(streamlab.exercises.__file__).parent / f"lab{lab}.py").read_text(encoding="utf-8")
+    return bool(re.search(r"\b(?:StandIn|AppServer|serve)\(", source))
+
+
+EXERCISES = [pytest.param(ex_id, marks=[pytest.mark.net] if _checks_open_sockets(ex_id[:2]) else [])
+             for ex_id in sorted(registry())]
 
 
 def _stub(*args: object) -> object:
@@ -21,12 +40,11 @@ def _crash(*args: object) -> object:
     raise KeyError("boom")
 
 
-@pytest.mark.parametrize("ex_id", sorted(registry()))
+@pytest.mark.parametrize("ex_id", EXERCISES)
 def test_untouched_stubs_are_not_attempted(ex_id: str) -> None:
     """Both stub shapes the labs use: `answer = ...` and a function whose body raises NotImplementedError."""
     assert verdict(ex_id, ...) == f"Exercise {ex_id}: not attempted yet"
-    if registry()[ex_id].name not in {"answer_1", "answer_2", "answer_3", "answer_4", "retry_or_not",
-                                      "total_600", "blank_screen", "tokens_at_close"}:
+    if registry()[ex_id].name not in VALUE_ANSWERS:
         assert verdict(ex_id, _stub) == f"Exercise {ex_id}: not attempted yet"
 
 
@@ -63,3 +81,25 @@ def test_retry_or_not_explains_the_failed_stream_case() -> None:
     answer = {"a": "retry", "b": "restart", "c": "resume", "d": "report", "e": "restart"}
     text = verdict("05.1", answer)
     assert text.startswith("Exercise 05.1: not yet:") and "separate product decision" in text
+
+
+def test_the_labs_with_exercises_are_found() -> None:
+    assert LABS[:6] == ("01", "02", "03", "04", "05", "06")
+    assert {ex_id.split(".")[0] for ex_id in registry()} == set(LABS)
+
+
+@pytest.mark.parametrize(("ex_id", "hint"), [
+    ("99.9", 'an id is "NN.K", lab NN and exercise K; the labs with exercises are 01, 02, 03'),
+    ("01.9", "lab 01 has 01.1, 01.2, 01.3, 01.4, 01.5, 01.6"),
+    ("1.1", "the labs with exercises are 01"),
+    ("", "the labs with exercises are 01"),
+    (3.1, "the labs with exercises are 01"),
+])
+def test_an_unknown_exercise_gets_a_verdict_line_not_an_exception(ex_id: object, hint: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    check(ex_id, 42)  # a typo in a check cell must not stop "Restart & Run All"
+    out = capsys.readouterr().out
+    assert out.startswith(f"Exercise {ex_id}: no such exercise (") and hint in out
+    assert out.count("\n") == 1
+    with pytest.raises(KeyError, match="no exercise"):
+        load_lab(ex_id)

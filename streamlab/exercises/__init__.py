@@ -7,6 +7,7 @@ A notebook's check cell calls `check("NN.K", name)` and prints one verdict line:
     Exercise 01.2: passed
     Exercise 01.2: not attempted yet
     Exercise 01.2: not yet: <what is wrong>
+    Exercise 09.9: no such exercise (lab 09 has 09.1, 09.2)
 
 A check never raises, so a notebook with untouched stubs still runs top to bottom. The test suite pulls
 each hidden solution out of its notebook and runs it through the same checker (tests/test_solutions.py).
@@ -17,9 +18,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["exercise", "check", "verdict", "NotAttempted", "Exercise", "registry", "load_lab"]
+__all__ = ["exercise", "check", "verdict", "NotAttempted", "Exercise", "registry", "load_lab",
+           "labs_with_exercises"]
 
 
 class NotAttempted(Exception):
@@ -51,20 +54,41 @@ def exercise(ex_id: str, name: str) -> Callable[[Callable[[Any], None]], Callabl
     return wrap
 
 
-def load_lab(ex_id: str) -> Exercise:
-    """Import the lab module that defines `ex_id` and return its Exercise."""
+def labs_with_exercises() -> list[str]:
+    """The lab numbers ("01", "02", ...) that have an exercises module, in order."""
+    here = Path(__file__).parent
+    return sorted(p.stem[3:] for p in here.glob("lab[0-9][0-9].py"))
+
+
+def _unknown(ex_id: str) -> str | None:
+    """Why `ex_id` names no exercise (which ids exist instead), or None when it names one. Imports its lab."""
+    lab = str(ex_id).split(".")[0]
+    labs = labs_with_exercises()
+    if lab not in labs:
+        return f'an id is "NN.K", lab NN and exercise K; the labs with exercises are {", ".join(labs)}'
     if ex_id not in _REGISTRY:
-        lab = ex_id.split(".")[0]
         importlib.import_module(f"{__name__}.lab{lab}")
-    try:
-        return _REGISTRY[ex_id]
-    except KeyError:
-        raise KeyError(f"no exercise {ex_id!r} is registered") from None
+    if ex_id not in _REGISTRY:
+        return f"lab {lab} has {', '.join(sorted(k for k in _REGISTRY if k.split('.')[0] == lab))}"
+    return None
+
+
+def load_lab(ex_id: str) -> Exercise:
+    """Import the lab module that defines `ex_id` and return its Exercise (KeyError saying which ids exist if
+    `ex_id` names none)."""
+    problem = _unknown(ex_id)
+    if problem is not None:
+        raise KeyError(f"no exercise {ex_id!r}: {problem}")
+    return _REGISTRY[ex_id]
 
 
 def verdict(ex_id: str, answer: Any) -> str:
-    """Run the checker for `ex_id` on `answer` and return the verdict line (never raises)."""
-    ex = load_lab(ex_id)
+    """Run the checker for `ex_id` on `answer` and return the verdict line (never raises; an id that names no
+    exercise, a typo in the check cell, gets a verdict that says which ids exist)."""
+    problem = _unknown(ex_id)
+    if problem is not None:
+        return f"Exercise {ex_id}: no such exercise ({problem})"
+    ex = _REGISTRY[ex_id]
     if answer is Ellipsis or answer is None:
         return f"Exercise {ex_id}: not attempted yet"
     try:
