@@ -339,6 +339,8 @@ def plot_repaints(deltas: Sequence[tuple[float, str]], intervals: Mapping[str, f
                 color=colour, gid=f"repaints:{label}")
     if window is not None:
         ax.set_xlim(*window)
+        top = sum(len(text) for t, text in deltas if t <= window[1])  # what is on screen by the window's end
+        ax.set_ylim(0, 1.05 * max(top, 1))
     ax.set_xlabel("seconds after the request")
     ax.set_ylabel("characters on screen")
     ax.set_title(title)
@@ -367,7 +369,7 @@ def plot_interval_sweep(schedules: Mapping[str, Sequence[tuple[float, str]]], in
     ax.set_ylabel("repaints per second")
     right.set_ylabel("longest wait (ms)")
     lines = ax.get_lines() + right.get_lines()
-    ax.legend(lines, [line.get_label() for line in lines], loc="upper right", fontsize=8)
+    ax.legend(lines, [line.get_label() for line in lines], loc="upper center", fontsize=8)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return fig
