@@ -1,4 +1,4 @@
-"""The lab 04 figures: they draw, and what they draw is the data they were given (Agg backend, no display)."""
+"""The labs' figures: they draw, and what they draw is the data they were given (Agg backend, no display)."""
 
 from __future__ import annotations
 
@@ -127,3 +127,67 @@ def test_plot_attempts_makes_its_own_figure_outside_pyplot() -> None:
     fig = plot_attempts(attempts, title="t")
     assert isinstance(fig, Figure) and plt.get_fignums() == before
     assert fig.axes[0].get_title() == "t" and len(fig.axes[0].patches) == 3  # two attempts, one wait
+
+
+# -- lab 02's harness figures and lab 05's retry timeline: readable without telling hues apart -------------
+
+
+@pytest.fixture(scope="module")
+def harness():
+    from streamlab.core.broken import gallery_contender
+    from streamlab.core.fixtures import load_fixtures
+    from streamlab.core.fuzz import run_harness, streamlab_contender
+
+    fixtures = [f for f in load_fixtures() if f.name in ("spec-stock-ticker", "multibyte-utf8", "crlf-endings")]
+    contenders = [streamlab_contender(), gallery_contender("chunk-ends-line"), gallery_contender("blank-line-is-LFLF")]
+    return run_harness(contenders, fixtures, random_runs=10)
+
+
+def test_share_heatmap_prints_each_share_that_is_not_full_on_a_colour_blind_safe_map(harness) -> None:
+    from streamlab.tools.plots import plot_share_heatmap
+
+    fig = plot_share_heatmap(harness)
+    ax = fig.axes[0]
+    assert ax.images[0].get_cmap().name == "cividis"  # colour-blind safe, and darkens steadily: reads in grey
+    printed = {t.get_gid(): t.get_text() for t in ax.texts}
+    for contender in harness.contenders:
+        for fixture in harness.fixtures:
+            share = harness.share(contender, fixture)
+            gid = f"share:{contender}:{fixture}"
+            if share == 1.0:
+                assert gid not in printed  # blank: every run right
+            else:
+                assert printed[gid] == str(int(share * 100))  # rounded down: 99.9% is never "100"
+    assert printed["share:blank-line-is-LFLF:crlf-endings"] == "0"
+    assert 0 < int(printed["share:chunk-ends-line:spec-stock-ticker"]) < 100
+    assert "blank: every run correct" in ax.get_title()
+
+
+def test_strategy_bars_differ_by_hatch_as_well_as_colour(harness) -> None:
+    from streamlab.tools.plots import plot_strategy_bars
+
+    ax = plot_strategy_bars(harness).axes[0]
+    styles = {}
+    for patch in ax.patches:
+        styles.setdefault(patch.get_gid(), set()).add((patch.get_hatch() or "", patch.get_facecolor()))
+    assert sorted(styles) == sorted(f"bars:{s}" for s in harness.strategies)
+    assert all(len(style) == 1 for style in styles.values())  # one look per strategy...
+    hatches = [next(iter(style))[0] for style in styles.values()]
+    assert len(set(hatches)) == len(hatches)  # ...and no two strategies share a hatch
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == list(harness.strategies)
+    assert len({h.get_hatch() or "" for h in legend.legend_handles}) == len(harness.strategies)
+
+
+def test_retry_timeline_says_in_a_legend_what_its_markers_and_bars_are() -> None:
+    from streamlab.core.policy import AttemptResult, Decision
+    from streamlab.net.retrying import Attempt
+    from streamlab.tools.plots import plot_attempts
+
+    attempts = [Attempt(1, 0.0, 0.0, AttemptResult(status=503), Decision(True, 0.5, "x", "backoff")),
+                Attempt(2, 0.5, 0.5, AttemptResult(ok=True, events_delivered=3), Decision(False, 0.0, "ok"))]
+    ax = plot_attempts(attempts).axes[0]
+    markers = [line.get_marker() for line in ax.lines]
+    assert markers == ["X", "o"]  # failed, then streamed: told apart by shape, not only by colour
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["attempt: streamed", "attempt: failed", "wait before retrying"]

@@ -9,7 +9,8 @@ Lab 04:
 2. `plot_blank_share`: the share of the wait spent on a blank screen against answer length, with and
    without streaming, from the ILLUSTRATIVE arithmetic in `streamlab.core.metrics` (labelled as such).
 
-Lab 05: `plot_attempts`, the retry timeline (each attempt as a bar, each wait as a hatched bar).
+Lab 05: `plot_attempts`, the retry timeline (each attempt as a marker where it started and a bar as long as it
+took, each wait as a hatched bar).
 
 Lab 08: `plot_compatibility_matrix`, checks x endpoints (or provider profiles), coloured and marked by status.
 
@@ -28,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from ..core.batching import batch, render_stats
@@ -157,29 +159,48 @@ def plot_blank_share(
 # =====================================================================================================
 
 
+_STRATEGY_STYLES = (("#0072B2", ""), ("#E69F00", "//"), ("#009E73", ".."), ("#CC79A7", "xx"))
+"""Colour and hatch for each split strategy's bars: Okabe and Ito's colour-blind-safe palette, and a hatch each,
+so the bars are told apart without seeing hue at all."""
+
+
 def plot_share_heatmap(
     result: HarnessResult, contenders: Sequence[str] | None = None, fixtures: Sequence[str] | None = None
 ) -> Figure:
-    """Heatmap, contenders x fixtures, of the share of runs (all strategies) that were correct."""
+    """Heatmap, contenders x fixtures, of the share of runs (all strategies) that were correct.
+
+    Readable without colour vision: the colour map is cividis (made for colour-blind readers; it darkens
+    steadily from right to wrong, so it also reads in grey), and every cell that is not always right carries
+    its share as a percentage, rounded down so that 99.9% never prints as 100 (text artists with gid
+    "share:CONTENDER:FIXTURE"). A blank cell is one where every run was right.
+    """
     rows = list(contenders or result.contenders)
     cols = list(fixtures or result.fixtures)
     grid = np.array([[result.share(c, f) for f in cols] for c in rows])
     fig = Figure(figsize=(max(6.0, 0.28 * len(cols) + 3), max(2.5, 0.32 * len(rows) + 1.8)), layout="constrained")
     ax = fig.add_subplot()
-    image = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
+    image = ax.imshow(grid, cmap="cividis", vmin=0.0, vmax=1.0, aspect="auto")
+    for y, contender in enumerate(rows):
+        for x, fixture in enumerate(cols):
+            share = grid[y][x]
+            if share < 1.0:
+                ax.text(x, y, str(int(share * 100)), ha="center", va="center", fontsize=6,
+                        color="white" if share < 0.5 else "black", gid=f"share:{contender}:{fixture}")
     ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=7)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
-    ax.set_title("share of runs correct (whole, byte-at-a-time, every 2-way split, random splits)")
-    fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
+    ax.set_title("% of runs correct, all four strategies (blank: every run correct)")
+    bar = fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
+    bar.set_label("share of runs correct", fontsize=8)
     return fig
 
 
 def plot_strategy_bars(result: HarnessResult, contenders: Sequence[str] | None = None) -> Figure:
     """Grouped bars: for each contender and split strategy, the share of runs correct, averaged over fixtures.
 
-    Each fixture weighs the same (a long fixture has many more 2-way splits than a short one), so a gap,
-    wrong under every split of its fixtures, gives bars of equal height, and a chunking bug a full `whole` bar
-    next to shorter ones.
+    Each fixture weighs the same (a long fixture has many more 2-way splits than a short one), so a missing
+    rule, wrong under every split of its fixtures, gives bars of equal height, and a chunking bug a full
+    `whole` bar next to shorter ones. Strategies differ by hatch as well as by colour (a colour-blind-safe
+    palette), and the legend shows both; each strategy's bars carry the gid "bars:STRATEGY".
     """
     rows = list(contenders or result.contenders)
     x = np.arange(len(rows))
@@ -188,7 +209,11 @@ def plot_strategy_bars(result: HarnessResult, contenders: Sequence[str] | None =
     ax = fig.add_subplot()
     for k, strategy in enumerate(result.strategies):
         shares = [float(np.mean([result.cell(c, f, strategy).share for f in result.fixtures])) for c in rows]
-        ax.bar(x + (k - (len(result.strategies) - 1) / 2) * width, shares, width, label=strategy)
+        colour, hatch = _STRATEGY_STYLES[k % len(_STRATEGY_STYLES)]
+        bars = ax.bar(x + (k - (len(result.strategies) - 1) / 2) * width, shares, width, label=strategy,
+                      color=colour, hatch=hatch, edgecolor="black", linewidth=0.4)
+        for patch in bars:
+            patch.set_gid(f"bars:{strategy}")
     ax.set_xticks(x, rows, rotation=45, ha="right", fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("share of runs correct\n(mean over fixtures)")
@@ -203,11 +228,14 @@ def plot_strategy_bars(result: HarnessResult, contenders: Sequence[str] | None =
 
 
 def plot_attempts(attempts: Sequence[Attempt], *, ax: Axes | None = None, title: str = "Retry timeline") -> Figure:
-    """Draw each attempt as a bar (when it started, how long it took, what came back) and each wait.
+    """Draw each attempt as a marker where it started (a green dot: it streamed; a red X: it failed, so the
+    shape says it without colour) and a bar as long as it took, labelled with what came back; and each wait
+    before the next attempt as a hatched grey bar. A legend says which is which.
 
-    Returns the Figure. Works on recorded attempts (`RetryingStream.attempts`), so a notebook can plot a
-    deterministic run (a `VirtualClock`) as well as a live one. With `ax`, laying out the caller's figure
-    is left to the caller.
+    Under a `VirtualClock` an attempt takes no time (the clock moves only when the runner sleeps), so its bar
+    has no length and only the marker shows. Returns the Figure. Works on recorded attempts
+    (`RetryingStream.attempts`), so a notebook can plot a deterministic run (a `VirtualClock`) as well as a
+    live one. With `ax`, laying out the caller's figure is left to the caller.
     """
     fig, ax = _axes(ax, (8.0, 1.2 + 0.45 * max(1, len(attempts))))
     for i, a in enumerate(attempts):
@@ -228,6 +256,11 @@ def plot_attempts(attempts: Sequence[Attempt], *, ax: Axes | None = None, title:
     ax.set_ylim(0.3, len(attempts) + 0.9)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
+    ax.legend(handles=[
+        Line2D([], [], marker="o", color="tab:green", linestyle="none", label="attempt: streamed"),
+        Line2D([], [], marker="X", color="tab:red", linestyle="none", label="attempt: failed"),
+        Patch(facecolor="lightgrey", hatch="//", edgecolor="grey", label="wait before retrying"),
+    ], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     return fig
 
 
