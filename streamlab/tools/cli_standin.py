@@ -59,7 +59,9 @@ def _banner(args: argparse.Namespace, server: Any, script: dict[str, Any]) -> No
     else:
         print(f"  for chunk in client.chat.completions.create(model={model!r}, stream=True,")
         print("                                              messages=[{'role': 'user', 'content': 'hi'}]):")
-        print("      print(chunk.choices[0].delta.content if chunk.choices else chunk.usage)")
+        print("      if chunk.choices:  # [] on a usage chunk; the finish chunk's content is None")
+        print("          print(chunk.choices[0].delta.content or '', end='', flush=True)")
+        print("  print()")
     print("\nCtrl-C stops it." + ("" if args.quiet else " One line per finished request follows."), flush=True)
 
 
