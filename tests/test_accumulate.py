@@ -8,18 +8,20 @@ still break when the network cuts a multi-byte character or a frame in two.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Callable, Iterator
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from streamlab.core import shapes
 from streamlab.core.accumulate import (
+    RESPONSES_KNOWN_EVENTS,
     ChatAccumulator,
     Disagreement,
     ErrorInStream,
@@ -28,6 +30,7 @@ from streamlab.core.accumulate import (
     Replay,
     ResponsesAccumulator,
     SequenceError,
+    ToolCall,
     ToolCallError,
     replay,
 )
@@ -510,3 +513,171 @@ def test_any_responses_text_and_arguments_survive_any_cut(pieces: list[str], arg
     raw = b"".join(shapes.responses_function_call_stream(arg_pieces))
     r = replay(chunks_at(raw, [c % (len(raw) + 1) for c in cuts]), ResponsesAccumulator())
     assert r.accumulator.call_arguments(0) == args and r.outcome is Outcome.COMPLETE
+
+
+# -- hardening: only documented errors, whatever the JSON; linear growth keeps the public attributes -------
+
+DEEP_OR_HUGE = {
+    "100,000 open brackets": "[" * 100_000,
+    "nesting past the recursion limit, valid JSON": "[" * 5000 + "]" * 5000,
+    "a 5,000-digit number": '{"choices": [], "usage": {"n": ' + "1" * 5000 + "}}",
+    "a 5,000-digit index": '{"choices": [{"index": ' + "7" * 5000 + "}]}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_OR_HUGE))
+@pytest.mark.parametrize("make", [ChatAccumulator, ResponsesAccumulator])
+def test_deep_or_huge_json_is_a_frame_error_and_keeps_what_came(name: str, make: type) -> None:
+    """RecursionError and the int-conversion ValueError used to escape: now a FrameError names the event."""
+    acc = make()
+    if make is ChatAccumulator:
+        first = shapes.sse_frame(shapes.to_json(shapes.chat_chunk([shapes.chat_choice({"content": "kept"})])))
+    else:
+        first = shapes.responses_frames([{"type": "response.output_text.delta", "output_index": 0,
+                                          "content_index": 0, "delta": "kept"}])[0]
+    with pytest.raises(FrameError) as info:
+        replay([first + shapes.sse_frame(DEEP_OR_HUGE[name])], acc)
+    assert info.value.event_number == 2 and "event #2" in str(info.value)
+    assert list(acc.text.values()) == ["kept"]
+
+
+@pytest.mark.parametrize("arguments", ["[" * 100_000, '{"n": ' + "9" * 5000 + "}", "[" * 5000 + "]" * 5000])
+def test_deep_or_huge_tool_arguments_are_refused_with_tool_call_error(arguments: str) -> None:
+    pieces = [arguments[i : i + 997] for i in range(0, len(arguments), 997)]
+    chat = replay([b"".join(shapes.chat_tool_call_stream([("call_x", "f", pieces)]))], ChatAccumulator()).accumulator
+    assert chat.outcome() is Outcome.COMPLETE and chat.tool_calls[(0, 0)].arguments == arguments
+    with pytest.raises(ToolCallError, match="arguments are"):
+        chat.tool_arguments()
+    assert chat.tool_call_problem() is not None
+    resp = replay([b"".join(shapes.responses_function_call_stream(pieces))], ResponsesAccumulator()).accumulator
+    assert resp.arguments == {0: arguments} and resp.disagreements() == []
+    with pytest.raises(ToolCallError, match="arguments are"):
+        resp.call_arguments(0)
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    ('{"choices": [{"index": 0, "delta": "text"}]}', "'delta' must be dict"),
+    ('{"choices": [{"index": 0, "delta": {"tool_calls": 5}}]}', "'delta.tool_calls' must be list"),
+    ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": "f"}]}}]}', "'function' must be"),
+    ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": 7}]}}]}', "'id' must be str"),
+    ('{"choices": [{"index": 0, "delta": {"role": ["assistant"]}}]}', "'delta.role' must be str"),
+    ('{"choices": [{"index": 0, "delta": {}, "finish_reason": ["stop"]}]}', "'finish_reason' must be str"),
+])
+def test_chat_fields_of_the_wrong_type_are_frame_errors(data: str, problem: str) -> None:
+    """Each of these used to raise AttributeError or TypeError (some only later, in outcome())."""
+    acc = ChatAccumulator()
+    with pytest.raises(FrameError, match=problem):
+        acc.feed(SSEEvent(data=data))
+    assert acc.outcome() is Outcome.TRUNCATED and acc.explain()
+
+
+@pytest.mark.parametrize(("event", "problem"), [
+    ({"type": "response.completed", "response": [1]}, "'response' must be dict"),
+    ({"type": "response.incomplete", "response": {"incomplete_details": "max_tokens"}}, "incomplete_details"),
+    ({"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "arguments": 5}},
+     "'arguments' must be str"),
+])
+def test_responses_fields_of_the_wrong_type_are_frame_errors(event: dict, problem: str) -> None:
+    acc = ResponsesAccumulator()
+    with pytest.raises(FrameError, match=problem):
+        acc.feed(SSEEvent(data=json.dumps(event)))
+    assert acc.outcome() is Outcome.TRUNCATED and acc.explain()
+    done = {"type": "response.output_item.done", "output_index": 1, "item": {"type": "message", "content": 5}}
+    acc.feed(SSEEvent(data=json.dumps(done)))  # content that is not a list holds no parts: nothing to compare
+    assert acc.disagreements() == []
+
+
+def test_tool_call_is_still_a_dataclass_with_plain_string_fields() -> None:
+    call = ToolCall(0, 1, id="c", name="get", arguments='{"a"')
+    call.add("arguments", ": 1}")
+    call.add("name", "_weather")
+    assert (call.name, call.arguments) == ("get_weather", '{"a": 1}')
+    assert call == ToolCall(0, 1, "c", None, "get_weather", '{"a": 1}')
+    assert dataclasses.asdict(call)["arguments"] == '{"a": 1}'
+    assert "arguments='{\"a\": 1}'" in repr(call)
+    assert dataclasses.replace(call, arguments="{}").arguments == "{}" and ToolCall(0, 0).arguments == ""
+
+
+def test_text_reads_are_plain_dicts_of_strings() -> None:
+    acc = replay([b"".join(shapes.chat_text_stream(PIECES))], ChatAccumulator()).accumulator
+    assert type(acc.text) is dict and acc.text == {0: TEXT} and acc.text[0] is acc.text[0]  # joined once, kept
+
+
+# Any JSON at all, in every field the accumulators read.
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _maybe(strategy: st.SearchStrategy) -> st.SearchStrategy:
+    """Mostly the expected shape, sometimes any JSON at all (one_of picks its branches evenly)."""
+    return strategy | strategy | json_values
+
+
+_rarely = st.none() | st.none() | st.none() | json_values  # an `error` key ends the stream: keep it rare
+
+
+_fragment = st.fixed_dictionaries({}, optional={
+    "index": _maybe(st.integers(0, 2)), "id": json_values, "type": json_values,
+    "function": _maybe(st.fixed_dictionaries({}, optional={"name": json_values, "arguments": json_values})),
+})
+_delta = st.fixed_dictionaries({}, optional={
+    "role": json_values, "content": json_values, "refusal": json_values, "tool_calls": _maybe(st.lists(_fragment)),
+})
+_choice = st.fixed_dictionaries({}, optional={
+    "index": _maybe(st.integers(0, 2)), "delta": _maybe(_delta), "finish_reason": json_values,
+})
+chat_objects = st.fixed_dictionaries({}, optional={
+    "choices": _maybe(st.lists(_choice, max_size=3)), "usage": json_values, "error": _rarely,
+})
+_RESPONSES_TYPES = sorted(RESPONSES_KNOWN_EVENTS) + ["response.unknown"]
+responses_objects = st.fixed_dictionaries({"type": _maybe(st.sampled_from(_RESPONSES_TYPES))}, optional={
+    "sequence_number": _maybe(st.integers(0, 50)), "output_index": _maybe(st.integers(0, 2)),
+    "content_index": _maybe(st.integers(0, 2)), "delta": json_values, "text": json_values, "arguments": json_values,
+    "refusal": json_values, "error": _rarely, "part": json_values,
+    "item": _maybe(st.fixed_dictionaries({}, optional={
+        "type": _maybe(st.sampled_from(["function_call", "message"])), "arguments": json_values,
+        "content": json_values, "status": json_values})),
+    "response": _maybe(st.fixed_dictionaries({}, optional={
+        "usage": json_values, "incomplete_details": json_values, "error": json_values})),
+})
+
+
+def _read_everything(acc: ChatAccumulator | ResponsesAccumulator) -> None:
+    """Every read a caller may make: none of them may raise anything but ToolCallError (from the strict ones)."""
+    acc.outcome(), acc.explain(), acc.text, acc.refusal
+    if isinstance(acc, ChatAccumulator):
+        for call in acc.tool_calls.values():
+            repr(call), call.name, call.arguments, acc.tool_call_problem(call.choice, call.index)
+    else:
+        acc.arguments, acc.disagreements(), acc.function_calls()
+        for oi in list(acc.items):
+            acc.call_problem(oi)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["message"] * 4 + ["error", "ping"]),
+                          chat_objects | chat_objects | json_values), max_size=6))
+def test_any_json_into_chat_raises_only_documented_errors(events: list[tuple[str, object]]) -> None:
+    acc = ChatAccumulator()
+    for kind, obj in events:
+        try:
+            acc.feed(SSEEvent(kind, json.dumps(obj)))
+        except (FrameError, ErrorInStream):
+            pass
+        _read_everything(acc)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["message"] * 4 + ["error", "response.output_text.delta"]),
+                          responses_objects | responses_objects | json_values), max_size=8))
+def test_any_json_into_responses_raises_only_documented_errors(events: list[tuple[str, object]]) -> None:
+    acc = ResponsesAccumulator()
+    for kind, obj in events:
+        try:
+            acc.feed(SSEEvent(kind, json.dumps(obj)))
+        except (FrameError, ErrorInStream, SequenceError):
+            pass
+        _read_everything(acc)

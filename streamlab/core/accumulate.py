@@ -1,4 +1,4 @@
-"""Rebuild the answer from streamed deltas, and say honestly how the stream ended.
+"""Rebuild the answer from streamed deltas, and say honestly how the stream ended (sans-IO core).
 
 A streamed answer arrives in pieces: a delta is a fragment to append, never a snapshot. The two
 accumulators here are fed parsed `SSEEvent`s one at a time (sans-IO: no sockets, no clocks) and keep the
@@ -28,18 +28,26 @@ cancelled  our side stopped reading (the caller called `cancel()`) before the te
 Errors are loud and keep what was received: a `data:` that is not JSON raises `FrameError`, a replayed
 or reordered Responses event raises `SequenceError`, an error object raises `ErrorInStream`; the text and
 calls gathered so far stay in the accumulator. A tool call's arguments are parsed only when the call is
-complete (`ToolCallError` otherwise), so half a JSON document never reaches a function.
+complete (`ToolCallError` otherwise), so half a JSON document never reaches a function. Whatever the JSON
+(nested past Python's recursion limit, a number of thousands of digits, a field of the wrong type), only
+these documented errors escape.
+
+Cost is linear in the bytes fed: text, refusals, arguments and tool-call names are kept as lists of pieces
+and joined when read (`text`, `refusal`, `arguments` and `ToolCall.arguments` return plain strings, and
+keep the joined string so a second read costs nothing), never grown with `s = s + piece`, which copies
+the whole string on every delta.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from .endings import Outcome
 from .errors import ErrorInStream, FrameError, SequenceError, ToolCallError
+from .pieces import EventReader, GrownText, add_piece, joined, parse_arguments, short
+from .shapes import RESPONSES_TERMINAL_STATUS
 from .sse import SSEEvent, SSEParser
 
 __all__ = [
@@ -61,12 +69,6 @@ __all__ = [
 INCOMPLETE_FINISH_REASONS = frozenset({"length", "content_filter"})
 """Chat finish reasons that mean the answer was cut short on purpose (token limit, content filter)."""
 
-RESPONSES_TERMINAL_STATUS = {
-    "response.completed": "completed",
-    "response.incomplete": "incomplete",
-    "response.failed": "failed",
-}
-
 RESPONSES_KNOWN_EVENTS = frozenset({
     *RESPONSES_TERMINAL_STATUS,
     "error",
@@ -86,15 +88,22 @@ Anything else is counted in `unknown_events` and skipped, as the API reference t
 
 @dataclass
 class ToolCall:
-    """A Chat tool call rebuilt from its fragments (`delta.tool_calls[]` entries sharing one `index`)."""
+    """A Chat tool call rebuilt from its fragments (`delta.tool_calls[]` entries sharing one `index`).
+
+    `name` and `arguments` are the concatenation of every fragment's pieces (kept as pieces, joined when read).
+    """
 
     choice: int
     index: int
     id: str | None = None
     type: str | None = None
-    name: str = ""
-    arguments: str = ""
+    name: str = GrownText()  # type: ignore[assignment]
+    arguments: str = GrownText()  # type: ignore[assignment]
     fragments: int = 0
+
+    def add(self, field: str, piece: str) -> None:
+        """Append a piece to `name` or `arguments` without copying what is already there."""
+        type(self).__dict__[field].add(self, piece)
 
 
 class Disagreement(NamedTuple):
@@ -106,46 +115,7 @@ class Disagreement(NamedTuple):
     done: str  # what the `.done` event (or the done item) says
 
 
-def _short(text: str, width: int = 40) -> str:
-    return repr(text) if len(text) <= width else repr(text[: width - 3] + "...")
-
-
-def _parse_arguments(arguments: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        raise ToolCallError(
-            f"{what}: arguments are not valid JSON ({exc}): {_short(arguments, 60)}"
-        ) from None
-    if not isinstance(value, dict):
-        raise ToolCallError(f"{what}: arguments must be a JSON object, got {type(value).__name__}: {_short(arguments)}")
-    return value
-
-
-class _Base:
-    """What both accumulators share: event counting, JSON decoding, cancel()."""
-
-    def __init__(self) -> None:
-        self.events = 0  # events fed so far (numbering for error messages starts at 1)
-        self.late_events = 0  # events fed after the stream had ended (terminal marker or error); ignored
-        self.cancelled = False
-        self.error: Any = None  # the error object, once the server reported one
-
-    def cancel(self) -> None:
-        """Tell the accumulator that the caller stopped reading (closed the stream on purpose)."""
-        self.cancelled = True
-
-    def _decode(self, event: SSEEvent) -> dict[str, Any]:
-        try:
-            obj = json.loads(event.data)
-        except json.JSONDecodeError as exc:
-            raise FrameError(f"data is not JSON ({exc})", event, self.events) from None
-        if not isinstance(obj, dict):
-            raise FrameError(f"data is JSON but not an object (a {type(obj).__name__})", event, self.events)
-        return obj
-
-
-class ChatAccumulator(_Base):
+class ChatAccumulator(EventReader):
     """Rebuild a Chat Completions answer from `chat.completion.chunk` events.
 
     Attributes, all keyed by choice index (several choices when the request set `n > 1`):
@@ -153,13 +123,14 @@ class ChatAccumulator(_Base):
     `usage` (the last non-null usage seen: the final usage chunk, or the latest running count from a
     server that sends usage on every chunk); `saw_done` (the literal `[DONE]` arrived); `error`;
     `ignored_events` (events with an `event:` name, such as `event: ping`; Chat chunks have none).
+    `text` and `refusal` are fresh dicts of plain strings on every read (the pieces are joined then).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.role: dict[int, str] = {}
-        self.text: dict[int, str] = {}
-        self.refusal: dict[int, str] = {}
+        self._text: dict[int, list[str]] = {}
+        self._refusal: dict[int, list[str]] = {}
         self.finish_reason: dict[int, str] = {}
         self.tool_calls: dict[tuple[int, int], ToolCall] = {}
         self.usage: dict[str, Any] | None = None
@@ -198,43 +169,60 @@ class ChatAccumulator(_Base):
         for choice in choices:
             self._choice(choice, event)
 
+    @property
+    def text(self) -> dict[int, str]:
+        """The content text of each choice so far."""
+        return {i: joined(pieces) for i, pieces in self._text.items()}
+
+    @property
+    def refusal(self) -> dict[int, str]:
+        """The refusal text of each choice so far (`delta.refusal`)."""
+        return {i: joined(pieces) for i, pieces in self._refusal.items()}
+
     def _choice(self, choice: Any, event: SSEEvent) -> None:
         if not isinstance(choice, dict) or not isinstance(choice.get("index"), int):
             raise FrameError("a choice has no integer 'index'", event, self.events)
         i = choice["index"]
         self.choices.add(i)
-        delta = choice.get("delta") or {}
-        role = delta.get("role")
+        delta = self._typed(choice.get("delta"), dict, f"choice {i}'s 'delta'", event) or {}
+        role = self._typed(delta.get("role"), str, f"choice {i}'s 'delta.role'", event)
         if role:  # a server may repeat it on every chunk; same value, no harm
             self.role[i] = role
-        for store, key in ((self.text, "content"), (self.refusal, "refusal")):
+        for store, key in ((self._text, "content"), (self._refusal, "refusal")):
             piece = delta.get(key)
             if isinstance(piece, str):  # null (or absent) on chunks that carry something else
-                store[i] = store.get(i, "") + piece
-        for fragment in delta.get("tool_calls") or ():
+                add_piece(store, i, piece)
+        fragments = self._typed(delta.get("tool_calls"), list, f"choice {i}'s 'delta.tool_calls'", event)
+        for fragment in fragments or ():
             if not isinstance(fragment, dict) or not isinstance(fragment.get("index"), int):
                 raise FrameError(f"a tool-call fragment of choice {i} has no integer 'index'", event, self.events)
-            self._fragment(i, fragment)
-        if choice.get("finish_reason"):  # null, or left out, until the choice ends
-            self.finish_reason[i] = choice["finish_reason"]
+            self._fragment(i, fragment, event)
+        reason = self._typed(choice.get("finish_reason"), str, f"choice {i}'s 'finish_reason'", event)
+        if reason:  # null, or left out, until the choice ends
+            self.finish_reason[i] = reason
 
-    def _fragment(self, choice: int, frag: dict[str, Any]) -> None:
+    def _fragment(self, choice: int, frag: dict[str, Any], event: SSEEvent) -> None:
         key = (choice, frag["index"])
+        what = f"tool call {key}"
+        call_id = self._typed(frag.get("id"), str, f"{what}'s 'id'", event)
+        kind = self._typed(frag.get("type"), str, f"{what}'s 'type'", event)
+        fn = self._typed(frag.get("function"), dict, f"{what}'s 'function'", event) or {}
+        name = self._typed(fn.get("name"), str, f"{what}'s 'function.name'", event)
+        arguments = self._typed(fn.get("arguments"), str, f"{what}'s 'function.arguments'", event)
         call = self.tool_calls.get(key)
         if call is None:
             call = self.tool_calls[key] = ToolCall(choice, frag["index"])
         call.fragments += 1
-        if frag.get("id"):
+        if call_id:
             # Usually sent once. The SDK concatenates split ids; a server that repeats the whole id on
             # every fragment must not double it, so an exact repeat is kept once.
-            call.id = frag["id"] if call.id in (None, frag["id"]) else call.id + frag["id"]
-        if frag.get("type"):
-            call.type = frag["type"]
-        fn = frag.get("function") or {}
-        if isinstance(fn.get("name"), str):
-            call.name += fn["name"]
-        if isinstance(fn.get("arguments"), str):
-            call.arguments += fn["arguments"]
+            call.id = call_id if call.id in (None, call_id) else call.id + call_id
+        if kind:
+            call.type = kind
+        if name:
+            call.add("name", name)
+        if arguments:
+            call.add("arguments", arguments)
 
     # -- verdicts ------------------------------------------------------------------------------
 
@@ -296,30 +284,31 @@ class ChatAccumulator(_Base):
         if reason is None:
             raise ToolCallError(
                 f"{what}: choice {choice} never finished (outcome {self.outcome()}); "
-                f"arguments so far are {len(call.arguments)} characters: {_short(call.arguments)}"
+                f"arguments so far are {len(call.arguments)} characters: {short(call.arguments)}"
             )
         if reason in INCOMPLETE_FINISH_REASONS:
             raise ToolCallError(f"{what}: choice {choice} finished with {reason!r}, so the arguments may be cut off")
         if not call.name:
             raise ToolCallError(f"{what}: no function name arrived")
-        return _parse_arguments(call.arguments, what)
+        return parse_arguments(call.arguments, what)
 
 
-class ResponsesAccumulator(_Base):
+class ResponsesAccumulator(EventReader):
     """Rebuild a Responses answer from its typed events.
 
     Attributes: `text` and `refusal` by (output_index, content_index); `arguments` (function-call
     arguments) by output_index; `items` (the latest version of each output item, by output_index);
     `status` ("completed", "incomplete" or "failed", set by the terminal event), `response` (the
     terminal event's response object), `usage`, `incomplete_reason`; `last_sequence_number`;
-    `unknown_events` and `unknown_types` (types we do not know, skipped); `error`.
+    `unknown_events` and `unknown_types` (types we do not know, skipped); `error`. `text`, `refusal`
+    and `arguments` are fresh dicts of plain strings on every read (the pieces are joined then).
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.text: dict[tuple[int, int], str] = {}
-        self.refusal: dict[tuple[int, int], str] = {}
-        self.arguments: dict[int, str] = {}
+        self._text: dict[tuple[int, int], list[str]] = {}
+        self._refusal: dict[tuple[int, int], list[str]] = {}
+        self._arguments: dict[int, list[str]] = {}
         self.items: dict[int, dict[str, Any]] = {}
         self.done_items: set[int] = set()
         self.status: str | None = None
@@ -361,6 +350,21 @@ class ResponsesAccumulator(_Base):
             return
         self._handle(kind, obj, event)
 
+    @property
+    def text(self) -> dict[tuple[int, int], str]:
+        """Output text so far, by (output_index, content_index)."""
+        return {key: joined(pieces) for key, pieces in self._text.items()}
+
+    @property
+    def refusal(self) -> dict[tuple[int, int], str]:
+        """Refusal text so far, by (output_index, content_index)."""
+        return {key: joined(pieces) for key, pieces in self._refusal.items()}
+
+    @property
+    def arguments(self) -> dict[int, str]:
+        """Function-call arguments so far (the deltas concatenated), by output_index."""
+        return {oi: joined(pieces) for oi, pieces in self._arguments.items()}
+
     def _need(self, obj: dict[str, Any], field: str, kind: str, event: SSEEvent, typ: type = int) -> Any:
         value = obj.get(field)
         if not isinstance(value, typ):
@@ -370,8 +374,8 @@ class ResponsesAccumulator(_Base):
     def _handle(self, kind: str, obj: dict[str, Any], event: SSEEvent) -> None:
         if kind in ("response.output_text.delta", "response.refusal.delta"):
             key = (self._need(obj, "output_index", kind, event), self._need(obj, "content_index", kind, event))
-            store = self.text if kind == "response.output_text.delta" else self.refusal
-            store[key] = store.get(key, "") + self._need(obj, "delta", kind, event, str)
+            store = self._text if kind == "response.output_text.delta" else self._refusal
+            add_piece(store, key, self._need(obj, "delta", kind, event, str))
         elif kind in ("response.output_text.done", "response.refusal.done"):
             key = (self._need(obj, "output_index", kind, event), self._need(obj, "content_index", kind, event))
             field = "text" if kind == "response.output_text.done" else "refusal"
@@ -381,34 +385,43 @@ class ResponsesAccumulator(_Base):
             self._part(key, obj.get("part"))
         elif kind == "response.function_call_arguments.delta":
             oi = self._need(obj, "output_index", kind, event)
-            self.arguments[oi] = self.arguments.get(oi, "") + self._need(obj, "delta", kind, event, str)
+            add_piece(self._arguments, oi, self._need(obj, "delta", kind, event, str))
         elif kind == "response.function_call_arguments.done":
             oi = self._need(obj, "output_index", kind, event)
             self._final.append(("arguments", oi, self._need(obj, "arguments", kind, event, str)))
         elif kind in ("response.output_item.added", "response.output_item.done"):
-            oi = self._need(obj, "output_index", kind, event)
-            item = self._need(obj, "item", kind, event, dict)
-            self.items[oi] = item
-            if kind == "response.output_item.added":
-                if item.get("type") == "function_call":  # announced with (usually empty) arguments
-                    self.arguments.setdefault(oi, item.get("arguments") or "")
-            else:
-                self.done_items.add(oi)
-                if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
-                    self._final.append(("arguments", oi, item["arguments"]))
-                for ci, part in enumerate(item.get("content") or []):
-                    self._part((oi, ci), part)
+            self._item(kind, obj, event)
         elif kind in RESPONSES_TERMINAL_STATUS:
+            resp = self._typed(obj.get("response"), dict, f"{kind}'s 'response'", event) or {}
+            details = self._typed(resp.get("incomplete_details"), dict, "'response.incomplete_details'", event) or {}
             self.status = RESPONSES_TERMINAL_STATUS[kind]
-            resp = obj.get("response") or {}
             self.response = resp
             self.usage = resp.get("usage")
-            details = resp.get("incomplete_details") or {}
             self.incomplete_reason = details.get("reason")
             if self.status == "failed":
                 self.error = resp.get("error") or {"message": "response.failed without an error object"}
         # other known types (created, in_progress, content_part.added, annotations, reasoning...) carry
         # nothing this accumulator keeps
+
+    def _item(self, kind: str, obj: dict[str, Any], event: SSEEvent) -> None:
+        """`response.output_item.added` / `.done`: keep the item; a function call's arguments as announced,
+        a done item's final arguments and content parts to compare with the deltas."""
+        oi = self._need(obj, "output_index", kind, event)
+        item = self._need(obj, "item", kind, event, dict)
+        arguments = item.get("arguments")
+        if item.get("type") == "function_call":
+            arguments = self._typed(arguments, str, f"{kind}'s function_call 'arguments'", event)
+        self.items[oi] = item
+        if kind == "response.output_item.added":
+            if item.get("type") == "function_call" and oi not in self._arguments:  # usually announced empty
+                self._arguments[oi] = [arguments or ""]
+            return
+        self.done_items.add(oi)
+        if item.get("type") == "function_call" and arguments is not None:
+            self._final.append(("arguments", oi, arguments))
+        content = item.get("content")
+        for ci, part in enumerate(content if isinstance(content, list) else ()):
+            self._part((oi, ci), part)
 
     def _part(self, key: tuple[int, int], part: Any) -> None:
         if not isinstance(part, dict):
@@ -423,10 +436,12 @@ class ResponsesAccumulator(_Base):
     def disagreements(self) -> list[Disagreement]:
         """Every final value (`.done` event, done part, done item) that differs from the concatenated
         deltas. Empty for a healthy stream; anything here means a lost, repeated or corrupted delta."""
-        stores: dict[str, dict[Any, str]] = {"text": self.text, "refusal": self.refusal, "arguments": self.arguments}
+        stores: dict[str, dict[Any, list[str]]] = {"text": self._text, "refusal": self._refusal,
+                                                    "arguments": self._arguments}
         out = []
         for what, key, done in self._final:
-            built = stores[what].get(key, "")
+            pieces = stores[what].get(key)
+            built = joined(pieces) if pieces else ""
             if built != done:
                 out.append(Disagreement(what, key, built, done))
         return out
@@ -480,18 +495,19 @@ class ResponsesAccumulator(_Base):
             raise ToolCallError(f"{what}: no such call (function calls at {sorted(self.function_calls())})")
         if self.error is not None:
             raise ToolCallError(f"{what}: the stream failed ({ErrorInStream(self.error)}); do not run it")
-        args = self.arguments.get(output_index, "")
+        pieces = self._arguments.get(output_index)
+        args = joined(pieces) if pieces else ""
         if output_index not in self.done_items:
             raise ToolCallError(
                 f"{what}: its output_item.done never arrived (outcome {self.outcome()}); "
-                f"arguments so far are {len(args)} characters: {_short(args)}"
+                f"arguments so far are {len(args)} characters: {short(args)}"
             )
         if item.get("status") not in (None, "completed"):
             raise ToolCallError(f"{what}: the item ended with status {item.get('status')!r}")
         bad = [d for d in self.disagreements() if d.what == "arguments" and d.key == output_index]
         if bad:
-            raise ToolCallError(f"{what}: deltas {_short(bad[0].built)} disagree with the final {_short(bad[0].done)}")
-        return _parse_arguments(args, what)
+            raise ToolCallError(f"{what}: deltas {short(bad[0].built)} disagree with the final {short(bad[0].done)}")
+        return parse_arguments(args, what)
 
 
 Acc = TypeVar("Acc", ChatAccumulator, ResponsesAccumulator)

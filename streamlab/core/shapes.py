@@ -1,4 +1,4 @@
-"""Builders for streamed responses in the two OpenAI dialects, as SSE bytes.
+"""Builders for streamed responses in the two OpenAI dialects, as SSE bytes (sans-IO core).
 
 Everything here is SYNTHETIC: the shapes were written by hand from the OpenAI API reference (the
 `chat.completion.chunk` object, the Responses streaming events, the error object) and from what
@@ -26,45 +26,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 __all__ = [
-    "CREATED",
-    "CHAT_VARIANTS",
-    "DEFAULT_TOOL_CALLS",
-    "RESPONSES_TERMINALS",
-    "to_json",
-    "sse_frame",
-    "sse_comment",
-    "error_body",
-    "chat_usage",
-    "chat_choice",
-    "chat_chunk",
-    "chat_done",
-    "chat_text_stream",
-    "chat_completion_body",
-    "chat_refusal_stream",
-    "chat_tool_call_stream",
-    "chat_multi_choice_stream",
-    "chat_error_stream",
-    "chat_variant_stream",
-    "responses_usage",
-    "responses_frames",
-    "responses_text_events",
-    "responses_text_stream",
-    "responses_function_call_events",
-    "responses_function_call_stream",
-    "responses_refusal_events",
-    "responses_error_event",
-    "responses_error_stream",
+    "CREATED", "CHAT_VARIANTS", "DEFAULT_TOOL_CALLS", "RESPONSES_TERMINALS", "RESPONSES_TERMINAL_STATUS", "to_json",
+    "sse_frame", "sse_comment", "error_body", "chat_usage", "chat_choice", "chat_chunk", "chat_done",
+    "chat_text_stream", "chat_completion_body", "chat_refusal_stream", "chat_tool_call_stream",
+    "chat_multi_choice_stream", "chat_error_stream", "chat_variant_stream", "responses_usage", "responses_frames",
+    "responses_text_events", "responses_text_stream", "responses_function_call_events",
+    "responses_function_call_stream", "responses_refusal_events", "responses_error_event", "responses_error_stream",
     "response_body",
 ]
 
 CREATED = 1694268190
 """The fixed `created` timestamp of every synthetic object (determinism beats realism here)."""
 
-RESPONSES_TERMINALS = ("response.completed", "response.incomplete", "response.failed")
-"""The documented events that end a Responses stream."""
+RESPONSES_TERMINAL_STATUS: Mapping[str, str] = MappingProxyType({
+    "response.completed": "completed",
+    "response.incomplete": "incomplete",
+    "response.failed": "failed",
+})
+"""The documented events that end a Responses stream, each with the status it gives the response: the one
+definition of that set (the accumulators, the resume cursor and the graders read it from here)."""
+
+RESPONSES_TERMINALS = tuple(RESPONSES_TERMINAL_STATUS)
+"""The same three event types as a tuple, in that order (the builders' `terminal=` choices)."""
 
 DEFAULT_TOOL_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("call_a", "get_weather", ('{"loc', 'ation": "Par', 'is, France"}')),
@@ -124,11 +111,8 @@ _ABSENT: Any = object()  # "leave the key out", as opposed to None ("send null")
 
 def chat_usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     """A Chat Completions usage object (totals for the whole request)."""
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
 
 
 def chat_choice(
@@ -145,21 +129,12 @@ def chat_choice(
 
 
 def chat_chunk(
-    choices: Sequence[Mapping[str, Any]],
-    *,
-    usage: Any = _ABSENT,
-    model: str = "model-a",
-    completion_id: str = "chatcmpl-demo",
+    choices: Sequence[Mapping[str, Any]], *, usage: Any = _ABSENT, model: str = "model-a",
+    completion_id: str = "chatcmpl-demo"
 ) -> dict[str, Any]:
     """One `chat.completion.chunk` object. Leave `usage` out to omit the key; pass None to send null."""
-    chunk: dict[str, Any] = {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": CREATED,
-        "model": model,
-        "system_fingerprint": None,
-        "choices": [dict(c) for c in choices],
-    }
+    chunk: dict[str, Any] = {"id": completion_id, "object": "chat.completion.chunk", "created": CREATED, "model": model,
+                             "system_fingerprint": None, "choices": [dict(c) for c in choices]}
     if usage is not _ABSENT:
         chunk["usage"] = usage
     return chunk
@@ -171,12 +146,8 @@ def chat_done() -> bytes:
 
 
 def _chat_frames(
-    deltas: Sequence[tuple[int, Mapping[str, Any], str | None]],
-    *,
-    include_usage: bool,
-    usage: Mapping[str, Any],
-    model: str,
-    completion_id: str,
+    deltas: Sequence[tuple[int, Mapping[str, Any], str | None]], *, include_usage: bool, usage: Mapping[str, Any],
+    model: str, completion_id: str
 ) -> list[bytes]:
     """Frame (choice index, delta, finish_reason) triples, add the usage chunk if asked, then [DONE]."""
     mid = None if include_usage else _ABSENT  # with include_usage, every other chunk says "usage": null
@@ -192,13 +163,8 @@ def _chat_frames(
 
 
 def chat_text_stream(
-    pieces: Sequence[str],
-    *,
-    include_usage: bool = True,
-    model: str = "model-a",
-    completion_id: str = "chatcmpl-demo",
-    prompt_tokens: int = 12,
-    finish_reason: str = "stop",
+    pieces: Sequence[str], *, include_usage: bool = True, model: str = "model-a",
+    completion_id: str = "chatcmpl-demo", prompt_tokens: int = 12, finish_reason: str = "stop"
 ) -> list[bytes]:
     """A Chat Completions text answer streamed as one content chunk per piece.
 
@@ -221,22 +187,11 @@ def chat_completion_body(text: str, *, model: str = "model-a", completion_id: st
 
     Usage counts one completion token per whitespace-separated word: a placeholder, not a tokenizer.
     """
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": model,
-        "system_fingerprint": None,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": chat_usage(12, len(text.split())),
-    }
+    message = {"role": "assistant", "content": text, "refusal": None}
+    return {"id": completion_id, "object": "chat.completion", "created": CREATED, "model": model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+            "usage": chat_usage(12, len(text.split()))}
 
 
 def chat_refusal_stream(
@@ -273,14 +228,9 @@ def _tool_fragment(
 
 
 def chat_tool_call_stream(
-    calls: Sequence[tuple[str, str, Sequence[str]]] = DEFAULT_TOOL_CALLS,
-    *,
-    interleave: bool = True,
-    split_header: bool = False,
-    finish_reason: str = "tool_calls",
-    include_usage: bool = True,
-    model: str = "model-a",
-    completion_id: str = "chatcmpl-demo",
+    calls: Sequence[tuple[str, str, Sequence[str]]] = DEFAULT_TOOL_CALLS, *, interleave: bool = True,
+    split_header: bool = False, finish_reason: str = "tool_calls", include_usage: bool = True,
+    model: str = "model-a", completion_id: str = "chatcmpl-demo"
 ) -> list[bytes]:
     """Parallel tool calls: each call is (id, function name, argument fragments).
 
@@ -325,12 +275,8 @@ def chat_tool_call_stream(
 
 
 def chat_multi_choice_stream(
-    answers: Sequence[Sequence[str]],
-    *,
-    finish_reasons: Sequence[str] | None = None,
-    include_usage: bool = True,
-    model: str = "model-a",
-    completion_id: str = "chatcmpl-demo",
+    answers: Sequence[Sequence[str]], *, finish_reasons: Sequence[str] | None = None, include_usage: bool = True,
+    model: str = "model-a", completion_id: str = "chatcmpl-demo"
 ) -> list[bytes]:
     """A request with `n = len(answers)`: each chunk carries a delta for one choice, choices interleaved.
 
@@ -355,13 +301,8 @@ def chat_multi_choice_stream(
 
 
 def chat_error_stream(
-    pieces: Sequence[str],
-    error: Mapping[str, Any] | None = None,
-    *,
-    event: str | None = None,
-    then_done: bool = False,
-    model: str = "model-a",
-    completion_id: str = "chatcmpl-demo",
+    pieces: Sequence[str], error: Mapping[str, Any] | None = None, *, event: str | None = None,
+    then_done: bool = False, model: str = "model-a", completion_id: str = "chatcmpl-demo"
 ) -> list[bytes]:
     """A stream that starts normally (HTTP 200, role chunk, some content) and then fails.
 
@@ -391,12 +332,8 @@ CHAT_VARIANTS: dict[str, str] = {
 
 
 def chat_variant_stream(
-    pieces: Sequence[str],
-    variant: str,
-    *,
-    model: str = "model-a",
-    completion_id: str = "chatcmpl-demo",
-    prompt_tokens: int = 12,
+    pieces: Sequence[str], variant: str, *, model: str = "model-a", completion_id: str = "chatcmpl-demo",
+    prompt_tokens: int = 12
 ) -> list[bytes]:
     """The same text answer as `chat_text_stream(pieces)`, the way a compatible server varies it.
 
@@ -453,13 +390,9 @@ def chat_variant_stream(
 
 def responses_usage(input_tokens: int = 37, output_tokens: int = 11, reasoning_tokens: int = 0) -> dict[str, Any]:
     """A Responses usage object (it lives in the `response` of the terminal event)."""
-    return {
-        "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-        "output_tokens": output_tokens,
-        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
-        "total_tokens": input_tokens + output_tokens,
-    }
+    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": input_tokens + output_tokens}
 
 
 def responses_frames(events: Iterable[Mapping[str, Any]], *, start: int = 0, event_lines: bool = True) -> list[bytes]:
@@ -482,35 +415,23 @@ def _response(
     response_id: str, model: str, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None,
     *, error: dict[str, Any] | None = None, incomplete_reason: str | None = None,
 ) -> dict[str, Any]:
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": CREATED,
-        "status": status,
-        "model": model,
-        "output": output,
-        "error": error,
-        "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
-        "tools": [],
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
-        "usage": usage,
-    }
+    return {"id": response_id, "object": "response", "created_at": CREATED, "status": status, "model": model,
+            "output": output, "error": error,
+            "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
+            "tools": [], "tool_choice": "auto", "parallel_tool_calls": True, "usage": usage}
 
 
 def _terminal(
     terminal: str, response_id: str, model: str, output: list[dict[str, Any]], usage: dict[str, Any],
     incomplete_reason: str,
 ) -> dict[str, Any]:
-    if terminal == "response.completed":
-        resp = _response(response_id, model, "completed", output, usage)
-    elif terminal == "response.incomplete":
-        resp = _response(response_id, model, "incomplete", output, usage, incomplete_reason=incomplete_reason)
-    elif terminal == "response.failed":
-        err = {"code": "server_error", "message": "The model failed to generate a response."}
-        resp = _response(response_id, model, "failed", output, usage, error=err)
-    else:
+    status = RESPONSES_TERMINAL_STATUS.get(terminal)
+    if status is None:
         raise ValueError(f"unknown terminal event {terminal!r}; choose from {RESPONSES_TERMINALS}")
+    failed = {"code": "server_error", "message": "The model failed to generate a response."}
+    err = failed if status == "failed" else None
+    reason = incomplete_reason if status == "incomplete" else None
+    resp = _response(response_id, model, status, output, usage, error=err, incomplete_reason=reason)
     return {"type": terminal, "response": resp}
 
 
@@ -547,13 +468,8 @@ def _message_events(pieces: Sequence[str], output_index: int, item_id: str, kind
 
 
 def responses_text_events(
-    pieces: Sequence[str],
-    *,
-    terminal: str | None = "response.completed",
-    response_id: str = "resp_demo",
-    model: str = "model-a",
-    incomplete_reason: str = "max_output_tokens",
-    usage: dict[str, Any] | None = None,
+    pieces: Sequence[str], *, terminal: str | None = "response.completed", response_id: str = "resp_demo",
+    model: str = "model-a", incomplete_reason: str = "max_output_tokens", usage: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """The events (unnumbered dicts) of a Responses text answer; `terminal=None` stops before the terminal."""
     events = _opening(response_id, model) + _message_events(pieces, 0, "msg_demo", "output_text")
@@ -565,11 +481,8 @@ def responses_text_events(
 
 
 def responses_text_stream(
-    pieces: Sequence[str],
-    *,
-    terminal: str = "response.completed",
-    response_id: str = "resp_demo",
-    model: str = "model-a",
+    pieces: Sequence[str], *, terminal: str = "response.completed", response_id: str = "resp_demo",
+    model: str = "model-a"
 ) -> list[bytes]:
     """A Responses text answer as SSE frames.
 
@@ -583,15 +496,9 @@ def responses_text_stream(
 
 
 def responses_function_call_events(
-    arg_pieces: Sequence[str],
-    *,
-    name: str = "get_weather",
-    call_id: str = "call_demo",
-    item_id: str = "fc_demo",
-    output_index: int = 0,
-    terminal: str | None = "response.completed",
-    response_id: str = "resp_demo",
-    model: str = "model-a",
+    arg_pieces: Sequence[str], *, name: str = "get_weather", call_id: str = "call_demo", item_id: str = "fc_demo",
+    output_index: int = 0, terminal: str | None = "response.completed", response_id: str = "resp_demo",
+    model: str = "model-a"
 ) -> list[dict[str, Any]]:
     """The events of a Responses function call: the item is announced with empty arguments, extended by
     `response.function_call_arguments.delta`, finished by `.done` (the whole string), then the item is done."""
@@ -612,13 +519,8 @@ def responses_function_call_events(
 
 
 def responses_function_call_stream(
-    arg_pieces: Sequence[str],
-    *,
-    name: str = "get_weather",
-    call_id: str = "call_demo",
-    terminal: str = "response.completed",
-    response_id: str = "resp_demo",
-    model: str = "model-a",
+    arg_pieces: Sequence[str], *, name: str = "get_weather", call_id: str = "call_demo",
+    terminal: str = "response.completed", response_id: str = "resp_demo", model: str = "model-a"
 ) -> list[bytes]:
     """A Responses function call as SSE frames (see `responses_function_call_events`)."""
     return responses_frames(responses_function_call_events(
@@ -643,12 +545,8 @@ def responses_error_event(message: str, code: str | int | None = "server_error",
 
 
 def responses_error_stream(
-    pieces: Sequence[str],
-    *,
-    message: str = "The server had an error while processing your request.",
-    code: str | int | None = "server_error",
-    response_id: str = "resp_demo",
-    model: str = "model-a",
+    pieces: Sequence[str], *, message: str = "The server had an error while processing your request.",
+    code: str | int | None = "server_error", response_id: str = "resp_demo", model: str = "model-a"
 ) -> list[bytes]:
     """A Responses stream that sends some text deltas, then an `error` event, and no terminal event."""
     events = responses_text_events(pieces, terminal=None, response_id=response_id, model=model)[:4 + len(pieces)]
