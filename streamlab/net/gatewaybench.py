@@ -34,16 +34,21 @@ __all__ = ["GatewayBench", "serve_bench", "stop_bench", "Offsets", "response_off
 @dataclass(frozen=True)
 class Offsets:
     """Byte offsets in a stand-in's HTTP response as it crosses the wire: `head` bytes of status line and
-    headers; the first event is complete after `first_event` bytes; `total` bytes in all."""
+    headers; frame k is complete after `frames[k]` bytes (the first event after `first_event`); `total` bytes
+    in all."""
 
     head: int
-    first_event: int
+    frames: tuple[int, ...]
     total: int
+
+    @property
+    def first_event(self) -> int:
+        return self.frames[0]
 
 
 def response_offsets(frames: Sequence[bytes], total: int) -> Offsets:
-    """Where the head ends and the first event is complete in a response of `total` bytes whose body is
-    `frames`, each sent as one HTTP chunk (`Send`), then the terminating zero-length chunk."""
+    """Where the head ends and each frame is complete in a response of `total` bytes whose body is `frames`,
+    each sent as one HTTP chunk (`Send`: size line, data, CRLF), then the terminating zero-length chunk."""
 
     def chunk(frame: bytes) -> int:
         return len(f"{len(frame):x}") + 2 + len(frame) + 2
@@ -52,7 +57,11 @@ def response_offsets(frames: Sequence[bytes], total: int) -> Offsets:
     head = total - body
     if head <= 0 or not frames:
         raise ValueError(f"{total} bytes cannot hold a head and a chunked body of {len(frames)} frame(s)")
-    return Offsets(head, head + chunk(frames[0]) - 2, total)
+    ends, at = [], head
+    for frame in frames:
+        ends.append(at + chunk(frame) - 2)  # the frame's last byte; its chunk's CRLF follows
+        at += chunk(frame)
+    return Offsets(head, tuple(ends), total)
 
 
 class GatewayBench:

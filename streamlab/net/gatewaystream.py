@@ -63,7 +63,8 @@ class Failure:
     upstream: str
     ending: Ending
     detail: str = ""
-    status: int | None = None
+    status: int | None = None              # an error status, passed to the client as it came
+    answered: int | None = None            # the status line of a stream that died before its first event
     body: Any = None                       # the upstream's JSON error body (or the text, wrapped)
     headers: dict[str, str] | None = None  # its headers a client's retry logic reads
     retry_after: float | None = None
@@ -251,8 +252,8 @@ class Exchange(Response):
         left = 0 if self.stop.done() else upstreams_left  # a stopping gateway starts nothing new
         verdict = decide(Situation(0, failure.ending, failure.status, failure.in_stream_error, left))
         health = health_of(failure.ending, status=failure.status, content=failure.content)
-        self.tried.append(AttemptNote(failure.upstream, str(health), failure.status, failure.ending.value,
-                                      verdict.move.value, failure.detail))
+        self.tried.append(AttemptNote(failure.upstream, str(health), failure.status or failure.answered,
+                                      failure.ending.value, verdict.move.value, failure.detail))
         self.state.record(failure.upstream, permit, failure)
         if verdict.move is Move.FAIL_OVER:
             return failure
@@ -304,14 +305,16 @@ class Exchange(Response):
         reader = _Reader(response)
         try:
             kind, value = await self._first_event(upstream.name, reader, rs)
+            if kind == "failed":
+                value.answered = response.status_code
             if kind == "gone":
                 self.rs = rs
                 return self._client_left(upstream.name, permit, "before the first event")
             held, first = value if kind == "commit" else (b"", None)
             if kind == "failed" or (first is not None and raises_in_sdk(first)):
                 failure = value if kind == "failed" else Failure(
-                    upstream.name, Ending.COMPLETE, "an error object as the first event", content=Outcome.FAILED,
-                    in_stream_error=True)
+                    upstream.name, Ending.COMPLETE, "an error object as the first event", answered=rs.status,
+                    content=Outcome.FAILED, in_stream_error=True)
                 verdict = decide(Situation(0, failure.ending, None, failure.in_stream_error, upstreams_left))
                 if kind == "failed" or verdict.move is Move.FAIL_OVER:
                     await reader.close()
