@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """streamlab's task runner: standard library only, so it works on a machine that has nothing but Python.
 
-    python3 dev.py lab        set up .venv if needed, then open the labs in JupyterLab
+    python3 dev.py lab        set up .venv if needed, then open JupyterLab at the repository root, on the labs'
+                              folder (notebooks/); extra arguments go to `jupyter lab` (e.g. --port 8890)
     python3 dev.py test       set up .venv if needed, then ruff + output check + `pytest --nbval` (unit tests
                               and every lab, strict)
     python3 dev.py browser    set up .venv if needed, then the labs in JupyterLab in headless Chromium (tests/browser;
@@ -32,6 +33,8 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 NOTEBOOKS = ROOT / "notebooks"
 STAMP = VENV / ".streamlab-installed"
+LAB_OVERRIDES = ROOT / "tools" / "jupyterlab" / "overrides.json"
+"""JupyterLab settings for a classroom: no news and no update check, so no pop-up asks anything on a projector."""
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 
@@ -58,6 +61,7 @@ def setup() -> None:
         sys.exit(f"streamlab needs Python 3.10 or newer; this is {sys.version.split()[0]}")
     want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text().strip() == want and PY.exists():
+        lab_settings()
         return
     if not PY.exists():
         log(f"creating {VENV.name}/ with {sys.executable}")
@@ -66,16 +70,42 @@ def setup() -> None:
     run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     run(PY, "-m", "pip", "install", "--quiet", "-c", "constraints.txt", "-e", ".[all]")
     STAMP.write_text(want + "\n")
+    lab_settings()
+
+
+def lab_settings(prefix: Path = VENV) -> Path:
+    """Install tools/jupyterlab/overrides.json as application-level default settings of the JupyterLab in
+    `prefix` and return where it went.
+
+    JupyterLab reads such defaults from its application settings directory, `<sys.prefix>/share/jupyter/lab/
+    settings`: `overrides.json` there, and before it every `overrides.d/*.json` (jupyterlab_server's place for
+    defaults that packages ship; `overrides.json` stays the user's). They change defaults only: a setting a
+    person changes in the Settings Editor still wins, and nothing outside .venv is touched.
+    """
+    target = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "streamlab.json"
+    if not target.exists() or target.read_bytes() != LAB_OVERRIDES.read_bytes():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(LAB_OVERRIDES, target)
+    return target
+
+
+def lab_command(extra: list[str]) -> list[str]:
+    """`jupyter lab` at the repository root, so the `streamlab/` source the labs point to can be opened, with the
+    labs' folder shown first; `extra` (whatever followed `dev.py lab`) goes to Jupyter as given."""
+    args = [str(BIN / "jupyter"), "lab", f"--ServerApp.root_dir={ROOT}", "--LabApp.default_url=/lab/tree/notebooks"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--allow-root")  # containers and CI machines often run as root; Jupyter refuses otherwise
+    return [*args, *extra]
 
 
 def lab(extra: list[str]) -> None:
     setup()
-    log("starting JupyterLab on the labs (Ctrl-C to stop)")
+    log("starting JupyterLab at the repository root, on the labs' folder (Ctrl-C to stop)")
+    if extra:
+        log(f"passing on to jupyter lab: {' '.join(extra)}")
     os.chdir(ROOT)
-    args = [str(BIN / "jupyter"), "lab", "--notebook-dir", str(NOTEBOOKS)]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        args.append("--allow-root")  # containers and CI machines often run as root; Jupyter refuses otherwise
-    os.execve(args[0], [*args, *extra], ENV)
+    args = lab_command(extra)
+    os.execve(args[0], args, ENV)
 
 
 def notebooks(names: list[str]) -> list[Path]:
