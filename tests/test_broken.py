@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import pytest
 
-from streamlab.core.broken import (
-    SHOWCASE,
-    FindTheBugsSnippet,
-    TextLineParser,
+from streamlab.core import broken
+from streamlab.core.broken import FindTheBugsSnippet, TextLineParser, run_parser
+from streamlab.core.fixtures import load_fixtures
+from streamlab.core.fuzz import (
+    ALL_FIELDS,
+    Contender,
+    check,
     cut_kind,
-    gallery,
-    gallery_contender,
-    run_parser,
+    run_harness,
+    smallest_failing_split,
     split_explorer_text,
     split_kinds,
+    streamlab_contender,
 )
-from streamlab.core.fixtures import load_fixtures
-from streamlab.core.fuzz import ALL_FIELDS, Contender, check, run_harness, smallest_failing_split, streamlab_contender
-from streamlab.core.sse import SSEEvent, SSEParser
+from streamlab.core.sse import MAX_RETRY_MS, SSEEvent, SSEParser
 from streamlab.exercises import verdict
 from streamlab.exercises.lab02 import REPAIR_FIXTURES, check_repair
+from streamlab.net import broken_http
+from streamlab.net.broken_http import SHOWCASE, gallery, gallery_contender
 from streamlab.tools.plots import plot_share_heatmap, plot_strategy_bars
 from streamlab.tools.widgets import split_explorer
 
@@ -269,3 +272,27 @@ def test_exercise_not_attempted_and_wrong_type() -> None:
     assert verdict("02.1", ...) == "Exercise 02.1: not attempted yet"
     assert verdict("02.1", 42).startswith("Exercise 02.1: not yet: `repaired` should be a function")
     assert set(REPAIR_FIXTURES) <= set(FIXTURES)
+
+
+# -- the layering: the gallery's core half needs no HTTP library; the whole gallery is assembled on the I/O side
+
+
+def test_whole_gallery_is_the_core_parsers_and_the_httpx_fed_two_in_teaching_order() -> None:
+    names = [c.name for c in gallery()]
+    assert names == list(broken_http.TEACHING_ORDER)  # the order lab 02 prints
+    assert sorted(names) == sorted([*broken.GALLERY, *broken_http.HTTP_GALLERY]) and len(set(names)) == len(names)
+    assert [c.name for c in broken.gallery()] == [n for n in names if n in broken.GALLERY]
+    assert broken.SHOWCASE == {n: SHOWCASE[n] for n in broken.GALLERY}
+    for name in broken.GALLERY:  # the core's own lookups agree with the whole gallery's
+        assert broken.bug_of(name) == broken_http.bug_of(name) and broken.found_in(name) == broken_http.found_in(name)
+        assert broken.gallery_contender(name).exposes == gallery_contender(name).exposes
+
+
+def test_the_correct_base_clamps_a_huge_retry_like_the_parser() -> None:
+    raw = b"retry: " + b"1" * 5000 + b"\ndata: x\n\n"
+    result = run_parser(TextLineParser)([raw])
+    assert result.retry_ms == MAX_RETRY_MS and result.events == (SSEEvent("message", "x", ""),)
+    assert check(Contender("text-base", run_parser(TextLineParser), ALL_FIELDS), FIXTURES["retry-valid"], ()).ok
+    parser = SSEParser()
+    parser.feed(raw)
+    assert parser.retry_ms == result.retry_ms

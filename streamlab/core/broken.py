@@ -1,12 +1,11 @@
-"""A gallery of broken SSE parsers: one realistic bug each, ready for the split harness.
+"""A gallery of broken SSE parsers (sans-IO core): one realistic bug each, ready for the split harness.
 
 Every parser here is wrong in exactly one way that real code gets wrong, and right in every other way, so
-when the harness (`streamlab.fuzz`) catches it, the failure is that bug and nothing else. Most of them are
+when the harness (`streamlab.core.fuzz`) catches it, the failure is that bug and nothing else. Most of them are
 `TextLineParser`, a correct text-level parser, with one method replaced: the docstring of each says what
-the replacement does wrong, which fixtures and cuts expose it, and where such code is found. The last three
+the replacement does wrong, which fixtures and cuts expose it, and where such code is found. The last two
 are whole small parsers written the way such code is commonly written, bugs included: a typical first-attempt
-loop (the find-the-bugs snippet of lab 02), a sample parser fed by `requests`' line iterator, and one fed by
-httpx's.
+loop (the find-the-bugs snippet of lab 02) and a sample parser fed by `requests`' line iterator.
 
 Two kinds of bug show up, and the lab is about telling them apart:
 
@@ -15,8 +14,10 @@ Two kinds of bug show up, and the lab is about telling them apart:
   packet never finds them;
 * gaps: wrong on the whole stream too, so any fixture that exercises the rule finds them.
 
-`gallery()` returns them all as `fuzz.Contender`s. The second half of the module holds what the lab draws
-with them: the cut classifier, the heatmap, the bar chart and the split explorer.
+`GALLERY` registers these parsers and `gallery()` returns them as `fuzz.Contender`s. Two more parsers read
+their lines through httpx, so they live on the I/O side, in `streamlab.net.broken_http`, whose `gallery()` is
+the whole gallery in teaching order (the one lab 02 runs). Describing cuts (`cut_kind`, `split_kinds`, the
+split explorer's text) is the harness's job: those live in `streamlab.core.fuzz`.
 """
 
 from __future__ import annotations
@@ -24,38 +25,19 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from .fixtures import Fixture
-from .fuzz import ALL_FIELDS, Contender, ParseResult, check, show_split
-from .sse import SSEEvent
+from .fuzz import ALL_FIELDS, Contender, ParseResult, cut_kind, split_explorer_text, split_kinds
+from .sse import MAX_RETRY_MS, SSEEvent
 
 __all__ = [
-    "TextLineParser",
-    "DecodeEachChunk",
-    "SplitlinesAfterDecoder",
-    "BlankLineIsLFLF",
-    "DataNeedsSpace",
-    "DispatchAtEnd",
-    "KeepsBOM",
-    "PhantomEvents",
-    "RetryWithInt",
-    "StripsValues",
-    "ChunkEndsLine",
-    "HttpxIterLines",
-    "FindTheBugsSnippet",
-    "RequestsLinesSample",
-    "sample_parse_sse_lines",
-    "HttpxLinesSample",
-    "SHOWCASE",
-    "gallery",
-    "gallery_contender",
-    "run_parser",
-    "bug_of",
-    "found_in",
-    "cut_kind",
-    "split_kinds",
-    "split_explorer_text",
+    "TextLineParser", "DecodeEachChunk", "SplitlinesAfterDecoder", "BlankLineIsLFLF", "DataNeedsSpace",
+    "DispatchAtEnd", "KeepsBOM", "PhantomEvents", "RetryWithInt", "StripsValues", "ChunkEndsLine",
+    "FindTheBugsSnippet", "RequestsLinesSample", "sample_parse_sse_lines", "GalleryEntry", "GALLERY", "SHOWCASE",
+    "gallery", "gallery_contender", "entry_contender", "run_parser", "bug_of", "found_in", "bug_line",
+    "found_in_text",
+    # re-exported from streamlab.core.fuzz, where they now live (tools/widgets.py still imports them from here)
+    "cut_kind", "split_kinds", "split_explorer_text",
 ]
 
 _EOL = re.compile(r"\r\n|\r|\n")
@@ -162,8 +144,9 @@ class TextLineParser:
             self._retry(value)
 
     def _retry(self, value: str) -> None:
-        if value and value.isascii() and value.isdigit():
-            self.retry_ms = int(value)
+        if value and value.isascii() and value.isdigit():  # clamped like SSEParser's (int() refuses 4,301 digits)
+            digits = value.lstrip("0")
+            self.retry_ms = MAX_RETRY_MS if len(digits) > 10 else min(int(digits or "0"), MAX_RETRY_MS)
 
     def _blank(self) -> SSEEvent | None:
         self._in_block = False
@@ -400,35 +383,6 @@ class ChunkEndsLine(TextLineParser):
         return lines
 
 
-class HttpxIterLines(TextLineParser):
-    """Uses httpx's `response.iter_lines()` for the lines: splits JSON text at U+2028, U+0085, form feed...
-
-    httpx's line iterator follows `str.splitlines()`, not the SSE rules: it ends a line at U+2028,
-    U+2029, U+0085, form feed, vertical tab and the separators \\x1c-\\x1e, so a data line whose JSON
-    contains one of them arrives in two pieces, even on the whole stream. (It does handle a CRLF cut
-    between chunks.) The byte-order mark is dropped here so that only the line-splitting bug shows.
-    This adapter needs a real `httpx.Response`, so it only runs through `gallery_contender`, not `feed`.
-
-    Found in: `for line in response.iter_lines(): if line.startswith("data:")` — the usual way to read
-    SSE with httpx without a library.
-    """
-
-    def feed(self, chunk: bytes) -> list[SSEEvent]:  # pragma: no cover - guidance only
-        raise TypeError("HttpxIterLines reads lines from an httpx.Response; use gallery_contender()")
-
-    @staticmethod
-    def run(chunks: Sequence[bytes]) -> ParseResult:
-        from ..net.peers import response_from_chunks  # httpx is needed only here
-
-        parser = HttpxIterLines()
-        events: list[SSEEvent] = []
-        for k, line in enumerate(response_from_chunks(chunks).iter_lines()):
-            if k == 0 and line.startswith("\ufeff"):
-                line = line[1:]
-            events += parser.feed_lines([line])
-        return ParseResult(tuple(events), parser.retry_ms, None, parser.last_event_id)
-
-
 class FindTheBugsSnippet:
     """A typical first-attempt loop (the find-the-bugs snippet), as an event source: many bugs at once.
 
@@ -544,52 +498,40 @@ def sample_parse_sse_lines(lines: Iterable[str]) -> Iterator[str]:
             buffer = ""
 
 
-class HttpxLinesSample:
-    """A sample parser waiting for a "\\n" line, fed by httpx's `iter_lines()`: yields nothing at all.
-
-    `sample_parse_sse_lines(response.iter_lines())` with a real `httpx.Response`. Since httpx strips line
-    endings, the blank-line test `line == "\\n"` never matches and no event is ever produced: the parser
-    fails every fixture that has an event, whole or cut, and its other bugs never get a chance to show.
-    A mocked test with hand-written lines ending in "\\n" would have passed.
-
-    Found in: sample code for streaming chat completions with httpx that tests `line == "\\n"` for the end
-    of an event while reading `response.iter_lines()`, which never yields a line ending.
-    """
-
-    @staticmethod
-    def run(chunks: Sequence[bytes]) -> ParseResult:
-        from ..net.peers import response_from_chunks  # httpx is needed only here
-
-        lines = response_from_chunks(chunks).iter_lines()
-        return ParseResult(tuple(SSEEvent("message", data) for data in sample_parse_sse_lines(lines)))
-
-
 # =====================================================================================================
 # As contenders.
 # =====================================================================================================
 
 _EVENTS_ONLY = frozenset({"events"})
 
-# name -> (class, fields it reports, fixture that shows its bug best)
-_GALLERY: dict[str, tuple[type, frozenset[str], str]] = {
-    "decode-each-chunk": (DecodeEachChunk, ALL_FIELDS, "multibyte-utf8"),
-    "decoder+splitlines": (SplitlinesAfterDecoder, ALL_FIELDS, "crlf-two-data-lines"),
-    "blank-line-is-LFLF": (BlankLineIsLFLF, ALL_FIELDS, "crlf-endings"),
-    "data-needs-space": (DataNeedsSpace, ALL_FIELDS, "spec-space-optional"),
-    "dispatch-at-end": (DispatchAtEnd, ALL_FIELDS, "unfinished-final-event"),
-    "keeps-bom": (KeepsBOM, ALL_FIELDS, "bom-first"),
-    "phantom-events": (PhantomEvents, ALL_FIELDS, "id-without-data"),
-    "retry-with-int": (RetryWithInt, ALL_FIELDS, "retry-invalid-values"),
-    "strips-values": (StripsValues, ALL_FIELDS, "space-removed-once"),
-    "chunk-ends-line": (ChunkEndsLine, ALL_FIELDS, "spec-stock-ticker"),
-    "httpx-iter-lines": (HttpxIterLines, frozenset({"events", "retry_ms", "last_event_id"}), "unicode-line-separators"),
-    "find-the-bugs-snippet": (FindTheBugsSnippet, _EVENTS_ONLY, "multibyte-utf8"),
-    "requests-lines-sample": (RequestsLinesSample, _EVENTS_ONLY, "spec-stock-ticker"),
-    "httpx-lines-sample": (HttpxLinesSample, _EVENTS_ONLY, "spec-three-messages"),
-}
 
-SHOWCASE: dict[str, str] = {name: showcase for name, (_, _, showcase) in _GALLERY.items()}
-"""For each gallery parser, the fixture whose smallest failing cut shows its bug best."""
+class GalleryEntry(NamedTuple):
+    """One gallery parser: its class (a parser class, or an adapter with a static `run(chunks)`), the fields it
+    reports (only those are judged), and the fixture whose smallest failing cut shows its bug best."""
+
+    parser: type
+    exposes: frozenset[str]
+    showcase: str
+
+
+GALLERY: dict[str, GalleryEntry] = {
+    "decode-each-chunk": GalleryEntry(DecodeEachChunk, ALL_FIELDS, "multibyte-utf8"),
+    "decoder+splitlines": GalleryEntry(SplitlinesAfterDecoder, ALL_FIELDS, "crlf-two-data-lines"),
+    "blank-line-is-LFLF": GalleryEntry(BlankLineIsLFLF, ALL_FIELDS, "crlf-endings"),
+    "data-needs-space": GalleryEntry(DataNeedsSpace, ALL_FIELDS, "spec-space-optional"),
+    "dispatch-at-end": GalleryEntry(DispatchAtEnd, ALL_FIELDS, "unfinished-final-event"),
+    "keeps-bom": GalleryEntry(KeepsBOM, ALL_FIELDS, "bom-first"),
+    "phantom-events": GalleryEntry(PhantomEvents, ALL_FIELDS, "id-without-data"),
+    "retry-with-int": GalleryEntry(RetryWithInt, ALL_FIELDS, "retry-invalid-values"),
+    "strips-values": GalleryEntry(StripsValues, ALL_FIELDS, "space-removed-once"),
+    "chunk-ends-line": GalleryEntry(ChunkEndsLine, ALL_FIELDS, "spec-stock-ticker"),
+    "find-the-bugs-snippet": GalleryEntry(FindTheBugsSnippet, _EVENTS_ONLY, "multibyte-utf8"),
+    "requests-lines-sample": GalleryEntry(RequestsLinesSample, _EVENTS_ONLY, "spec-stock-ticker"),
+}
+"""The gallery parsers that need no HTTP library, in teaching order (streamlab.net.broken_http has the rest)."""
+
+SHOWCASE: dict[str, str] = {name: entry.showcase for name, entry in GALLERY.items()}
+"""For each parser of GALLERY, the fixture whose smallest failing cut shows its bug best."""
 
 
 def run_parser(factory: Callable[[], Any]) -> Callable[[Sequence[bytes]], ParseResult]:
@@ -611,81 +553,39 @@ def run_parser(factory: Callable[[], Any]) -> Callable[[Sequence[bytes]], ParseR
     return run
 
 
-def bug_of(name: str) -> str:
-    """The one-line description of a gallery parser's bug (its docstring's first line)."""
-    cls = _GALLERY[name][0]
+def bug_line(cls: type) -> str:
+    """The one-line description of a gallery parser's bug (its class docstring's first line)."""
     return (cls.__doc__ or "").strip().split("\n")[0]
 
 
-def found_in(name: str) -> str:
-    """Where code with this bug is found (the docstring's "Found in:" paragraph)."""
-    doc = _GALLERY[name][0].__doc__ or ""
+def found_in_text(cls: type) -> str:
+    """Where code with this bug is found (the class docstring's "Found in:" paragraph)."""
+    doc = cls.__doc__ or ""
     text = doc.split("Found in:", 1)[1] if "Found in:" in doc else ""
     return " ".join(text.split())
 
 
+def entry_contender(name: str, entry: GalleryEntry) -> Contender:
+    """A gallery entry as a harness contender (its own `run` when it has one, else `run_parser`)."""
+    run = entry.parser.run if hasattr(entry.parser, "run") else run_parser(entry.parser)
+    return Contender(name, run, entry.exposes, bug_line(entry.parser))
+
+
+def bug_of(name: str) -> str:
+    """`bug_line` of the GALLERY parser called `name`."""
+    return bug_line(GALLERY[name].parser)
+
+
+def found_in(name: str) -> str:
+    """`found_in_text` of the GALLERY parser called `name`."""
+    return found_in_text(GALLERY[name].parser)
+
+
 def gallery_contender(name: str) -> Contender:
-    """One gallery parser as a harness contender."""
-    cls, exposes, _ = _GALLERY[name]
-    run = cls.run if hasattr(cls, "run") else run_parser(cls)
-    return Contender(name, run, exposes, bug_of(name))
+    """One GALLERY parser as a harness contender."""
+    return entry_contender(name, GALLERY[name])
 
 
 def gallery() -> list[Contender]:
-    """Every broken parser of the gallery, in teaching order."""
-    return [gallery_contender(name) for name in _GALLERY]
-
-
-# =====================================================================================================
-# Describing cuts.
-# =====================================================================================================
-
-
-def cut_kind(raw: bytes, cut: int) -> str:
-    """What a cut at byte offset `cut` of `raw` falls between, in words a test or a table can use.
-
-    One of: "empty chunk at the start", "empty chunk at the end", "inside the BOM", "between CR and LF",
-    "inside a UTF-8 character", "at the start of a line", "inside a line".
-    """
-    if cut <= 0:
-        return "empty chunk at the start"
-    if cut >= len(raw):
-        return "empty chunk at the end"
-    if raw.startswith(_BOM_BYTES) and cut < 3:
-        return "inside the BOM"
-    if raw[cut - 1 : cut + 1] == b"\r\n":
-        return "between CR and LF"
-    if 0x80 <= raw[cut] < 0xC0:
-        return "inside a UTF-8 character"
-    if raw[cut - 1] in b"\r\n":
-        return "at the start of a line"
-    return "inside a line"
-
-
-def split_kinds(raw: bytes, cuts: Sequence[int]) -> str:
-    """`cut_kind` for every cut of a split, joined; "whole stream" for a split with no cut."""
-    return " + ".join(cut_kind(raw, c) for c in cuts) if cuts else "whole stream"
-
-
-# =====================================================================================================
-# Split explorer text (lab 02): the bytes either side of one cut and every parser's events; the
-# interactive version is streamlab.widgets.split_explorer.
-# =====================================================================================================
-
-
-def split_explorer_text(fixture: Fixture, contenders: Sequence[Contender], cut: int, context: int = 16) -> str:
-    """The explorer's checkable twin: the bytes either side of one cut and what each contender returns."""
-    cut = max(0, min(cut, len(fixture.raw)))
-    lines = [
-        f"{fixture.name}: {len(fixture.raw)} bytes, cut at byte {cut} ({cut_kind(fixture.raw, cut)})",
-        show_split(fixture.raw, [cut], context),
-        f"expected: {[(e.event, e.data, e.last_event_id) for e in fixture.expected.events]!r}",
-    ]
-    width = max((len(c.name) for c in contenders), default=0)
-    for contender in contenders:
-        trial = check(contender, fixture, [cut])
-        if trial.ok:
-            lines.append(f"{contender.name:<{width}}  right")
-        else:  # the problem says what differed (events, retry, id, truncated) or what was raised
-            lines.append(f"{contender.name:<{width}}  WRONG: {trial.problem}")
-    return "\n".join(lines)
+    """Every parser of GALLERY, in teaching order (streamlab.net.broken_http.gallery() adds the httpx-fed two)."""
+    return [gallery_contender(name) for name in GALLERY]

@@ -1,4 +1,4 @@
-"""Byte-exact SSE fixtures from `data/fixtures/`.
+"""Byte-exact SSE fixtures from `data/fixtures/`, loaded by the sans-IO core.
 
 Each case is two files side by side:
 

@@ -1,4 +1,4 @@
-"""The split harness: run SSE parsers over byte fixtures cut in every way a network might cut them.
+"""The split harness (sans-IO core): run SSE parsers over byte fixtures cut every way a network might.
 
 A parser can be right on every whole stream and still wrong in production, because TCP delivers bytes
 in chunks whose boundaries have nothing to do with SSE lines. The harness feeds each fixture to each
@@ -10,8 +10,10 @@ parser under four strategies:
 * `random splits`: seeded multi-way cuts, duplicates allowed, so empty chunks appear too.
 
 A cut is an offset into the raw bytes; a split is a sorted tuple of cuts. For a failing parser and
-fixture, `smallest_failing_split` finds the split with the fewest cuts (then the earliest offsets)
-and `show_split` prints the bytes on each side of every cut.
+fixture, `smallest_failing_split` finds the split with the fewest cuts (then the earliest offsets),
+`show_split` prints the bytes on each side of every cut, `cut_kind` says in words where a cut falls (inside a
+UTF-8 character, between CR and LF...), and `split_explorer_text` shows one cut and what every contender made
+of it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ __all__ = [
     "smallest_failing_split",
     "show_split",
     "visible_bytes",
+    "cut_kind",
+    "split_kinds",
+    "split_explorer_text",
 ]
 
 STRATEGIES: tuple[str, ...] = ("whole", "byte-at-a-time", "every 2-way split", "random splits")
@@ -343,3 +348,56 @@ def visible_bytes(b: bytes) -> str:
         else:
             out.append(f"\\x{byte:02x}")
     return "".join(out)
+
+
+# -- describing cuts ------------------------------------------------------------------------------------
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def cut_kind(raw: bytes, cut: int) -> str:
+    """What a cut at byte offset `cut` of `raw` falls between, in words a test or a table can use.
+
+    One of: "empty chunk at the start", "empty chunk at the end", "inside the BOM", "between CR and LF",
+    "inside a UTF-8 character", "at the start of a line", "inside a line".
+    """
+    if cut <= 0:
+        return "empty chunk at the start"
+    if cut >= len(raw):
+        return "empty chunk at the end"
+    if raw.startswith(_BOM) and cut < 3:
+        return "inside the BOM"
+    if raw[cut - 1 : cut + 1] == b"\r\n":
+        return "between CR and LF"
+    if 0x80 <= raw[cut] < 0xC0:
+        return "inside a UTF-8 character"
+    if raw[cut - 1] in b"\r\n":
+        return "at the start of a line"
+    return "inside a line"
+
+
+def split_kinds(raw: bytes, cuts: Sequence[int]) -> str:
+    """`cut_kind` for every cut of a split, joined; "whole stream" for a split with no cut."""
+    return " + ".join(cut_kind(raw, c) for c in cuts) if cuts else "whole stream"
+
+
+# -- the split explorer's text (lab 02): the bytes either side of one cut and every contender's events; the
+# interactive version is streamlab.tools.widgets.split_explorer
+
+
+def split_explorer_text(fixture: Fixture, contenders: Sequence[Contender], cut: int, context: int = 16) -> str:
+    """The explorer's checkable twin: the bytes either side of one cut and what each contender returns."""
+    cut = max(0, min(cut, len(fixture.raw)))
+    lines = [
+        f"{fixture.name}: {len(fixture.raw)} bytes, cut at byte {cut} ({cut_kind(fixture.raw, cut)})",
+        show_split(fixture.raw, [cut], context),
+        f"expected: {[(e.event, e.data, e.last_event_id) for e in fixture.expected.events]!r}",
+    ]
+    width = max((len(c.name) for c in contenders), default=0)
+    for contender in contenders:
+        trial = check(contender, fixture, [cut])
+        if trial.ok:
+            lines.append(f"{contender.name:<{width}}  right")
+        else:  # the problem says what differed (events, retry, id, truncated) or what was raised
+            lines.append(f"{contender.name:<{width}}  WRONG: {trial.problem}")
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Checks for Lab 01 (SSE by hand).
+"""Exercise checks for Lab 01 (SSE by hand).
 
 01.1-01.4: Practice 1 "Parse by hand": the learner writes the events of four byte strings as
            (event type, data) pairs. The expected answer is computed by streamlab's parser, which the

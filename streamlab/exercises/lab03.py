@@ -1,4 +1,4 @@
-"""Checks for lab 03 (two dialects: rebuild the answer from deltas, and say how the stream ended).
+"""Exercise checks for lab 03 (two dialects: rebuild the answer from deltas, say how the stream ended).
 
 * 03.1 `collect_tool_calls(chunks)`: a tool-call accumulator. It gets the decoded Chat Completions chunks
   of one stream (dicts, `[DONE]` already left out) and returns `{tool index: {"id", "name", "arguments"}}`

@@ -1,4 +1,4 @@
-"""The popular Python SSE libraries, driven the way their users drive them, as split-harness contenders.
+"""The popular Python SSE libraries as split-harness contenders, driven as their users drive them (I/O).
 
 Each adapter turns a list of network chunks into what the library reports, so `streamlab.fuzz` can cut
 the fixtures in every way and compare the libraries with the standard on equal terms:
