@@ -58,6 +58,8 @@ def primary_script() -> dict:
         "probe": Episode([Wait(0.3)] + [Send(f) for f in P_FRAMES]),
         "bg": Episode([Send(f) for f in R_FRAMES[:6]] + [Cut()], store_as="resp_gw",
                       stored=StoredResponse.from_frames(R_FRAMES)),
+        "bg-elsewhere": error_episode(503, "down"),
+        "late-cut-both": Episode([Wait(0.6), Cut()]),
     }
 
 
@@ -66,6 +68,10 @@ def backup_script() -> dict:
               "with-id", "error-first", "hang", "probe", "m"]
     script: dict = {model: Episode([Send(f) for f in B_FRAMES]) for model in models}
     script["bg"] = Episode([Send(f) for f in shapes.responses_text_stream(BACKUP, response_id="resp_backup")])
+    backup_frames = shapes.responses_text_stream(BACKUP, response_id="resp_on_backup")
+    script["bg-elsewhere"] = Episode([Send(f) for f in backup_frames], store_as="resp_on_backup",
+                                     stored=StoredResponse.from_frames(backup_frames))
+    script["late-cut-both"] = error_episode(503, "down too")
     return script
 
 
@@ -161,6 +167,37 @@ def test_a_slow_first_event_gets_keepalives_and_can_still_fail_over(bench):
         json.loads(e.data)["choices"][0]["delta"].get("content", "") for e in events
         if e.data != "[DONE]" and json.loads(e.data)["choices"]) == B_TEXT
     assert last_log(bench.gateway, 1)["failover"] is True
+
+
+def test_when_every_upstream_fails_after_the_head_went_out_the_stream_ends_marked(bench):
+    with httpx.Client(timeout=10) as client:
+        with client.stream("POST", f"{bench.gateway.base_url}/chat/completions",
+                           json={"model": "late-cut-both", "stream": True, "messages": []}) as r:
+            raw = r.read()
+    assert r.status_code == 200 and raw.startswith(b": keep-alive\n\n")  # too late for a 503: a marked end
+    events, truncated = parse(raw)
+    assert not truncated and [json.loads(e.data)["error"]["type"] for e in events] == ["relay_error"]
+    with sdk(bench.gateway) as client, pytest.raises(openai.APIError):
+        chat(client, "late-cut-both")
+
+
+def test_a_request_that_is_not_a_stream_fails_over_too(bench):
+    body = {"model": "down", "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(timeout=10) as client:
+        reply = client.post(f"{bench.gateway.base_url}/chat/completions", json=body)
+    assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == B_TEXT
+    log = last_log(bench.gateway, 1)
+    assert (log["upstream"], log["failover"], log["ending"]) == ("backup", True, "not_event_stream")
+
+
+def test_a_stored_response_is_retrieved_from_the_upstream_that_created_it(bench):
+    with sdk(bench.gateway) as client:
+        created = list(client.responses.create(model="bg-elsewhere", input="x", background=True, stream=True))
+        assert created[0].response.id == "resp_on_backup"  # the primary failed: the backup created it
+        again = list(client.responses.retrieve("resp_on_backup", stream=True, starting_after=3))
+    assert [e.sequence_number for e in again] == list(range(4, len(created)))
+    assert [r.method for r in bench.backup.records()] == ["POST", "GET"]
+    assert [r.method for r in bench.primary.records()] == ["POST"]  # never asked for a response it does not hold
 
 
 def test_an_error_of_the_request_itself_is_passed_through_without_failover(bench):

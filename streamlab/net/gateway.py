@@ -24,6 +24,10 @@ the same in front of several upstreams given in order of preference, and adds wh
 * **`GET /metrics`**, the Prometheus text format (`streamlab.net.gatewaymetrics`): TTFT and total-time
   histograms, endings by kind and upstream, attempts by result, tokens, each breaker's state.
 
+Stored responses: `GET /v1/responses/{id}` and `POST /v1/responses/{id}/cancel` name a response that lives on
+the upstream that created it, so the gateway remembers which upstream that was (for the last `HOMES` responses)
+and sends those requests there only; an id it does not know goes to the upstreams in order.
+
 Keep-alives before the first event: the response head is held too, so that an error status from an
 upstream can still reach the client as that status. If the first event takes longer than `keepalive`, the
 head goes out with a keep-alive comment (so proxies in front do not give up), and failover stays allowed
@@ -49,6 +53,7 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,13 +75,16 @@ from .gatewaystream import Exchange, Failure
 from .relay import _FORWARD_REQUEST, _FORWARD_RESPONSE, DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT, AppServer
 
 __all__ = ["Upstream", "upstreams_from", "GatewayConfig", "Gateway", "build_gateway_app", "serve_gateway",
-           "stop_gateway", "ManualClock", "DEFAULT_NAMES", "LOGGER"]
+           "stop_gateway", "ManualClock", "DEFAULT_NAMES", "LOGGER", "HOMES"]
 
 LOGGER = logging.getLogger("streamlab.gateway")
 """Where the log lines go (INFO, one JSON object per message); streamlab adds no handler."""
 
 DEFAULT_NAMES = ("primary", "secondary", "tertiary")
 """Names given to upstreams listed without one (then upstream4, upstream5...)."""
+
+HOMES = 10_000
+"""How many response ids the gateway remembers the upstream of (retrieve and cancel go there)."""
 
 _NAMED = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]{0,39})=(.+)$")
 
@@ -189,6 +197,7 @@ class GatewayState:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ids = itertools.count(1)
         self.perf = time.perf_counter  # stream timings (TTFT, total), as the relay measures them
+        self.homes: OrderedDict[str, str] = OrderedDict()  # response id -> the upstream that created it
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -220,6 +229,23 @@ class GatewayState:
                 breaker.record(permit, health, now, detail=detail)
             else:
                 breaker.record(permit, ending or Ending.COMPLETE, now, content=content, detail=detail)
+
+    def remember(self, response_id: str | None, upstream: str) -> None:
+        """Note which upstream created a Responses response (the last `HOMES` are kept)."""
+        if response_id is None:
+            return
+        with self.lock:
+            self.homes[response_id] = upstream
+            self.homes.move_to_end(response_id)
+            while len(self.homes) > HOMES:
+                self.homes.popitem(last=False)
+
+    def home_of(self, response_id: str | None) -> str | None:
+        """The upstream that created this response, if the gateway remembers it."""
+        if response_id is None:
+            return None
+        with self.lock:
+            return self.homes.get(response_id)
 
     def retry_in(self) -> float:
         """Seconds until the first breaker lets a request through again."""

@@ -180,6 +180,9 @@ class Exchange(Response):
 
     async def _run(self) -> None:
         upstreams = self.state.upstreams
+        home = self.state.home_of(self.request.path_params.get("response_id"))
+        if home is not None:  # a stored response lives on the upstream that created it: ask only that one
+            upstreams = tuple(u for u in upstreams if u.name == home)
         last: Failure | None = None
         for i, upstream in enumerate(upstreams):
             permit = self.state.allow(upstream.name)
@@ -228,6 +231,8 @@ class Exchange(Response):
         state.record(upstream.name, permit, None, Health.OK, detail=f"HTTP {response.status_code}, not a stream")
         self.tried.append(AttemptNote(upstream.name, "ok", response.status_code, Ending.NOT_EVENT_STREAM.value))
         self.answered_by = upstream.name
+        if isinstance(obj, dict) and obj.get("object") == "response" and isinstance(obj.get("id"), str):
+            state.remember(obj["id"], upstream.name)
         self.rs.failed(Ending.NOT_EVENT_STREAM, state.perf(), status=response.status_code, detail="not a stream")
         await self._respond(JSONResponse(obj, status_code=response.status_code, headers=headers))
         return None
@@ -322,6 +327,7 @@ class Exchange(Response):
             self.rs, self.answered_by = rs, upstream.name
             self.request_id = request_id_of(response.headers, first)
             self.response_id = _response_id(self.request, first)
+            self.state.remember(self.response_id, upstream.name)
             await self._commit(upstream, response, held)
             await self._forward(upstream, permit, reader, rs)
             return None
