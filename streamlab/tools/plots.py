@@ -308,19 +308,21 @@ def plot_compatibility_matrix(reports: Mapping[str, Report], checks: Sequence[st
 
 # -- lab 10: the gateway's breakers and render batching ------------------------------------------------------
 
-_STATE_COLOURS = {State.CLOSED: "tab:green", State.HALF_OPEN: "tab:orange", State.OPEN: "tab:red"}
-_SEEN = {  # what a breaker saw -> (marker, colour, legend label)
-    "ok": ("o", "tab:green", "ok"), "fault": ("X", "tab:red", "fault"), "neutral": ("o", "grey", "neutral"),
-    "refused": ("|", "black", "refused (skipped)"), "probe": ("D", "tab:orange", "probe let through"),
-    "late": ("x", "grey", "late result"),
+_STATE_STYLES = {  # colour (Okabe and Ito's colour-blind-safe palette) and a hatch, so states read without hue
+    State.CLOSED: ("#009E73", ""), State.HALF_OPEN: ("#E69F00", ".."), State.OPEN: ("#D55E00", "//"),
+}
+_SEEN = {  # what a breaker saw -> (marker, colour, legend label): each kind has a shape of its own
+    "ok": ("o", "#009E73", "ok"), "fault": ("X", "#D55E00", "fault"), "neutral": ("s", "#999999", "neutral"),
+    "refused": ("|", "black", "refused (skipped)"), "probe": ("D", "#E69F00", "probe let through"),
+    "late": ("x", "#999999", "late result"),
 }
 
 
 def plot_breaker_timeline(breakers: Mapping[str, Breaker], *, since: float = 0.0, until: float | None = None,
                           ax: Axes | None = None, title: str = "Circuit breakers over time") -> Figure:
-    """One lane per upstream: its breaker's state as coloured spans (closed, half-open, open) and what it saw as
-    markers (ok, fault, refused, probe), on the breakers' clock, relative to `since`. Spans carry the gid
-    "state:NAME:STATE", markers "seen:NAME:KIND"."""
+    """One lane per upstream: its breaker's state as spans (closed plain, half-open dotted, open hatched, each in
+    its colour) and what it saw as markers of different shapes (ok, fault, refused, probe), on the breakers'
+    clock, relative to `since`. Spans carry the gid "state:NAME:STATE", markers "seen:NAME:KIND"."""
     names = list(breakers)
     fig, ax = _axes(ax, (9.0, 1.6 + 0.8 * max(1, len(names))))
     times = [h.at for b in breakers.values() for h in b.history]
@@ -331,8 +333,9 @@ def plot_breaker_timeline(breakers: Mapping[str, Breaker], *, since: float = 0.0
         for tr in [*b.transitions, None]:
             stop = end if tr is None else tr.at
             if stop > start:
-                ax.barh(y, stop - start, left=start - since, height=0.5, color=_STATE_COLOURS[state], alpha=0.3,
-                        gid=f"state:{name}:{state}")
+                colour, hatch = _STATE_STYLES[state]
+                ax.barh(y, stop - start, left=start - since, height=0.5, color=colour, alpha=0.3, hatch=hatch,
+                        edgecolor=colour, linewidth=0, gid=f"state:{name}:{state}")
             if tr is not None:
                 state, start = tr.after, tr.at
         for kind, (marker, colour, _label) in _SEEN.items():
@@ -343,7 +346,8 @@ def plot_breaker_timeline(breakers: Mapping[str, Breaker], *, since: float = 0.0
     ax.set_ylim(0.4, len(names) + 0.6)
     ax.set_xlim(0, end - since)
     ax.set_xlabel("seconds on the breakers' clock")
-    handles = [Patch(facecolor=c, alpha=0.3, label=str(s).replace("_", "-")) for s, c in _STATE_COLOURS.items()]
+    handles = [Patch(facecolor=c, edgecolor=c, alpha=0.3, hatch=h, label=str(s).replace("_", "-"))
+               for s, (c, h) in _STATE_STYLES.items()]
     handles += [ax.plot([], [], ls="", marker=m, color=c, label=label)[0] for m, c, label in _SEEN.values()]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title)
