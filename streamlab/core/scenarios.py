@@ -1,33 +1,96 @@
-"""Named stand-in scenarios, the scripts `streamlab standin` serves (sans-IO core: scripts are plain data).
+"""Named stand-in scenarios, the scripts `streamlab standin` serves to a room (sans-IO core: scripts are plain data).
 
-Each scenario is a script under its own model name, so `scenario("all")` can serve every one at once.
-Every learner (API key) plays them from the start: the first request of each learner to `flaky` gets the
-429, the first to `cutoff` gets the cut, and so on.
+Each scenario is a script under its own model name, so `scenario("all")` serves every one at once and a
+learner picks one by naming its model. Every learner (API key) plays them from the start: the first request
+of each learner to `flaky` gets the 429, the first to `cutoff` gets the cut, and so on.
+
+`ROOM_SCENARIOS` is the table: for each scenario its model, its route (Chat Completions or Responses), what
+it plays and which labs use it (`LABS` names the labs), so an instructor can point a room at the case the
+lab in front of them teaches (`streamlab standin --list` prints it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import shapes
-from .script import Cut, Episode, ErrorEpisode, KeepAlive, Send, StoredResponse, Wait, error_episode, paced
+from .script import (
+    Cut,
+    Episode,
+    ErrorEpisode,
+    KeepAlive,
+    Send,
+    Step,
+    StoredResponse,
+    Wait,
+    error_episode,
+    paced,
+)
 
-__all__ = ["SCENARIOS", "scenario"]
+__all__ = ["SCENARIOS", "ROOM_SCENARIOS", "RoomScenario", "LABS", "scenario", "scenario_of"]
 
-SCENARIOS: dict[str, str] = {
-    "ttft": "model 'scheduled': a Chat Completions answer, first token after 0.30 s, then one every 0.05 s "
-            "(20 tokens)",
-    "responses": "model 'responses': the same schedule as a Responses stream",
-    "flaky": "model 'flaky': HTTP 429 with retry-after-ms: 200 on the first request, the answer on the next",
-    "cutoff": "model 'cutoff': the connection is cut inside a UTF-8 character on the first request; whole later",
-    "stall": "model 'stall': two tokens, then only ': ping' keep-alive comments every second, forever",
-    "background": "model 'bg': a background Responses stream cut after 7 events; resume it with "
-                  "GET /v1/responses/resp_demo?stream=true&starting_after=N",
+LABS: dict[str, str] = {
+    "01": "SSE by hand",
+    "02": "broken parsers",
+    "03": "dialects and deltas",
+    "04": "time to first token",
+    "05": "cancel, retry, resume",
+    "06": "the official SDK",
+    "07": "capstone: a relay",
+    "08": "verify an endpoint",
+    "09": "troubleshooting",
+    "10": "a gateway",
 }
-"""Named scripts; `scenario("all")` serves every one of them at once (each under its own model name)."""
+"""The labs by number, as the room scenarios refer to them."""
+
+
+@dataclass(frozen=True)
+class RoomScenario:
+    """One named scenario: the `model` to ask for, its `route` ("chat/completions" or "responses"), what it
+    plays, and the labs (numbers, see `LABS`) whose cases it serves."""
+
+    name: str
+    model: str
+    route: str
+    description: str
+    labs: tuple[str, ...]
+
+
+ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
+    RoomScenario("ttft", "scheduled", "chat/completions", "a Chat Completions answer, first token after 0.30 s, "
+                 "then one every 0.05 s (20 tokens)", ("01", "04", "07", "08", "10")),
+    RoomScenario("responses", "responses", "responses", "the same schedule as a Responses stream",
+                 ("01", "03", "06", "08")),
+    RoomScenario("flaky", "flaky", "chat/completions", "HTTP 429 with retry-after-ms: 200 on the first request, "
+                 "the answer on the next", ("05", "06", "09", "10")),
+    RoomScenario("cutoff", "cutoff", "chat/completions", "the connection is cut inside a UTF-8 character on the "
+                 "first request; whole later", ("02", "05", "07", "09")),
+    RoomScenario("stall", "stall", "chat/completions", "two tokens, then only ': ping' keep-alive comments every "
+                 "second, forever", ("05", "06", "07", "09")),
+    RoomScenario("background", "bg", "responses", "a background Responses stream cut after 7 events; each learner "
+                 "resumes their own copy with GET /v1/responses/resp_demo?stream=true&starting_after=N",
+                 ("05", "06")),
+    RoomScenario("tools", "tools", "chat/completions", "two parallel tool calls (get_weather, get_time) whose "
+                 "argument fragments interleave", ("03", "06", "09")),
+    RoomScenario("tools-cut", "tools-cut", "chat/completions", "the same two tool calls, the connection cut in "
+                 "the middle of the second call's arguments (every time)", ("03", "06", "09")),
+    RoomScenario("error", "error-200", "chat/completions", "HTTP 200, two tokens, then an error object inside "
+                 "the stream and no [DONE]", ("03", "06", "07", "09")),
+    RoomScenario("length", "length", "chat/completions", 'five tokens, then finish_reason "length": an '
+                 "incomplete answer that ends cleanly", ("03", "06")),
+    RoomScenario("splits", "splits", "chat/completions", "an answer with CRLF line endings and a comment, written "
+                 "5 bytes at a time (chunks end inside UTF-8 characters and between CR and LF)", ("01", "02", "09")),
+)
+"""Every named scenario, in the order `--list` prints them."""
+
+SCENARIOS: dict[str, str] = {s.name: f"model {s.model!r}: {s.description}" for s in ROOM_SCENARIOS}
+"""Named scripts and what they play; `scenario("all")` serves every one of them at once."""
 
 Scenario = dict[str, list[Episode | ErrorEpisode]]
 _WORDS = [f"w{i:02d} " for i in range(20)]
+_BY_NAME = {s.name: s for s in ROOM_SCENARIOS}
+_BY_MODEL = {s.model: s for s in ROOM_SCENARIOS}
 
 
 def _ttft() -> Scenario:
@@ -68,6 +131,41 @@ def _background() -> Scenario:
     return {"bg": [Episode([Send(f) for f in frames[:7]] + [Cut()], store_as="resp_demo", stored=whole)]}
 
 
+def _tools() -> Scenario:
+    frames = shapes.chat_tool_call_stream(model="tools")
+    return {"tools": [Episode(paced(frames, gap=0.05))]}
+
+
+def _tools_cut() -> Scenario:
+    frames = shapes.chat_tool_call_stream(model="tools-cut", interleave=False)
+    # role + call 0's opening, its 3 fragments, call 1's opening and its first fragment ('{"city":'); the
+    # connection then dies inside the frame that would finish call 1's arguments
+    middle = frames[6][:frames[6].index(b"Oslo")]
+    return {"tools-cut": [Episode(paced(frames[:6], gap=0.05) + [Wait(0.05), Send(middle), Cut()])]}
+
+
+def _error() -> Scenario:
+    frames = shapes.chat_error_stream(["Hel", "lo "], model="error-200")
+    return {"error-200": [Episode(paced(frames, gap=0.05))]}
+
+
+def _length() -> Scenario:
+    frames = shapes.chat_text_stream(["The ", "answer ", "is ", "forty-", "two"], model="length",
+                                     finish_reason="length")
+    return {"length": [Episode(paced(frames, gap=0.05))]}
+
+
+def _splits() -> Scenario:
+    frames = shapes.chat_text_stream(["Gr\u00fc\u00dfe ", "aus ", "K\u00f6ln ", "\U0001f642"], model="splits",
+                                     include_usage=False)  # no usage chunk: it could not be left out of 5-byte pieces
+    payload = b"".join(f.replace(b"\n", b"\r\n") for f in frames[:2]) + b": still there\r\n\r\n"
+    payload += b"".join(f.replace(b"\n", b"\r\n") for f in frames[2:])
+    steps: list[Step] = []
+    for at in range(0, len(payload), 5):
+        steps += [Send(payload[at:at + 5]), Wait(0.005)]
+    return {"splits": [Episode(steps[:-1])]}
+
+
 _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "ttft": _ttft,
     "responses": _responses,
@@ -75,6 +173,11 @@ _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "cutoff": _cutoff,
     "stall": _stall,
     "background": _background,
+    "tools": _tools,
+    "tools-cut": _tools_cut,
+    "error": _error,
+    "length": _length,
+    "splits": _splits,
 }
 
 
@@ -90,3 +193,9 @@ def scenario(name: str) -> Scenario:
         known = ", ".join(["all", *SCENARIOS])
         raise ValueError(f"unknown scenario {name!r}; known: {known}")
     return builder()
+
+
+def scenario_of(model: str | None) -> RoomScenario | None:
+    """The room scenario that answers `model` (its model name), or None for a model of another script."""
+    return None if model is None else _BY_MODEL.get(model)
+
