@@ -8,7 +8,8 @@ and at most `max_record_bytes` of each request body and of what was written (the
 
 Whoever wants to follow the requests as they finish (the command line's one line per request, a dashboard)
 subscribes a callback instead of rescanning the records: `subscribe(callback)` calls it once per finished
-request, in the handler's thread, with the record's final snapshot.
+request, in the handler's thread, with the record's final snapshot; with `started=True` also once when the
+planner has decided (the record then knows the learner and the model, and is not finished yet).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class RecordBook:
         self._endings: Counter[Ending] = Counter()
         self._refused = 0
         self._subscribers: list[Callable[[RequestRecord], None]] = []
+        self._starters: list[Callable[[RequestRecord], None]] = []
 
     # -- written by the handlers --
 
@@ -153,7 +155,16 @@ class RecordBook:
         changes = {name: getattr(note, name) for name in names if getattr(note, name) is not None}
         if rec.body_bytes > self.max_record_bytes:
             changes.pop("json", None)
-        self.update(rec, **changes)
+        with self._cond:
+            for name, value in changes.items():
+                setattr(rec, name, value)
+            self._cond.notify_all()
+            starters = list(self._starters)
+            if not starters:
+                return
+            snapshot = rec.snapshot()
+        for callback in starters:
+            callback(snapshot)
 
     def body(self, rec: _Rec, body: bytes) -> None:
         self.update(rec, body=body[:self.max_record_bytes], body_bytes=len(body))
@@ -206,14 +217,19 @@ class RecordBook:
                     return False
                 self._cond.wait(left)
 
-    def subscribe(self, callback: Callable[[RequestRecord], None]) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[RequestRecord], None], *, started: bool = False) -> Callable[[], None]:
+        """Call `callback` with each finished request's snapshot (and, with `started`, with each request's
+        snapshot once the planner has decided on it). Returns the function that unsubscribes."""
         with self._cond:
             self._subscribers.append(callback)
+            if started:
+                self._starters.append(callback)
 
         def unsubscribe() -> None:
             with self._cond:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
+                for kept in (self._subscribers, self._starters):
+                    if callback in kept:
+                        kept.remove(callback)
 
         return unsubscribe
 

@@ -24,6 +24,8 @@ On the wire, and why:
   a 413 before any `100 Continue`. Every refusal is an OpenAI-shaped JSON error.
 * Each API key is a learner with their own episode counts, stored responses and cancels (`streamlab.core.room`).
   `POST /v1/reset` starts the caller over; `StandIn.reset()` starts everyone over.
+* It serves its room dashboard at `/dashboard` (`streamlab.net.dashboard`): one live row per learner,
+  updated over SSE. Dashboard requests are nobody's API call: they leave no request record.
 
 Every request leaves a `RequestRecord` (`streamlab.net.records`): a ring of the last `max_records`, totals,
 and `subscribe()` for a feed of finished requests. In a notebook use `serve(scripts)`: it stops the server
@@ -42,7 +44,7 @@ from typing import Any
 from ..core.actions import Decision, Stream
 from ..core.plan import derive_body, plan, stream_cancelled
 from ..core.profiles import Profile, get_profile
-from ..core.request import Request
+from ..core.request import Request, RequestHead
 from ..core.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
 from ..core.scenarios import SCENARIOS, scenario
 from ..core.script import (
@@ -61,8 +63,9 @@ from ..core.script import (
     paced,
     split_frames,
 )
+from .dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, RoomFeed
 from .records import DEFAULT_MAX_RECORD_BYTES, DEFAULT_MAX_RECORDS, RecordBook, RequestRecord, RequestTotals
-from .wire import Connection, Limits, refuse_connection
+from .wire import Connection, Limits, PageHandler, refuse_connection
 
 __all__ = [
     "Wait", "Send", "KeepAlive", "Stall", "Cut", "End", "Step",
@@ -76,7 +79,7 @@ DEFAULT_MAX_BODY_BYTES = Limits.max_body_bytes
 
 class _Host:
     """The small interface a connection handler gets from its server: limits, the stopping flag, the
-    records, the planner (called under the room's lock) and the connection count. Nothing else."""
+    records, the planner (called under the room's lock), the server's own pages and the connection count."""
 
     def __init__(self, room: Room, limits: Limits, book: RecordBook) -> None:
         self.limits = limits
@@ -87,6 +90,7 @@ class _Host:
         self._conns: set[socket.socket] = set()
         self._pending = 0  # admitted by the accepting thread, not yet set up by their handler thread
         self._conns_cond = threading.Condition()
+        self.pages: Callable[[RequestHead], PageHandler | None] | None = None
 
     def decide(self, request: Request) -> Decision:
         with self._room_lock:
@@ -97,6 +101,9 @@ class _Host:
             return False
         with self._room_lock:
             return stream_cancelled(self._room, stream)
+
+    def page(self, head: RequestHead) -> PageHandler | None:
+        return None if self.pages is None else self.pages(head)
 
     def with_room(self, job: Callable[[Room], Any]) -> Any:
         """Run `job(room)` under the room's lock (configuration and queries from `StandIn`)."""
@@ -201,6 +208,8 @@ class StandIn:
     Chat usage chunk only with `stream_options.include_usage`; `usage="scripted"` plays every scripted byte.
     `profile` (a name from `streamlab.core.profiles.PROFILES`, or a `Profile`) makes it answer as that server
     does, and answer any model the scripts do not name. The timeouts and caps are in the module docstring.
+    `dashboard` serves the room dashboard at `dashboard_url` (on by default; its feed writes a keep-alive
+    comment after `dashboard_keepalive` seconds of silence).
     Use it as a context manager (`with StandIn(scripts) as server:`), or call `start()` and `stop()`.
     Stopping ends stalled streams, closes every connection and joins every thread it started.
     """
@@ -223,6 +232,8 @@ class StandIn:
         usage: UsagePolicy = DEFAULT_OPTIONS.usage,
         require_input: bool = DEFAULT_OPTIONS.require_input,
         profile: str | Profile | None = None,
+        dashboard: bool = True,
+        dashboard_keepalive: float = DEFAULT_KEEPALIVE,
     ) -> None:
         self.host = host
         self.max_body_bytes = max_body_bytes
@@ -232,6 +243,8 @@ class StandIn:
         room = Room(scripts, stored=stored, options=Options(usage=usage, require_input=require_input, profile=chosen))
         self._book = RecordBook(max_records=max_records, max_record_bytes=max_record_bytes)
         self._host = _Host(room, limits, self._book)
+        self._feed = RoomFeed(self._book, self._host.stopping, keepalive=dashboard_keepalive) if dashboard else None
+        self._host.pages = None if self._feed is None else self._feed.page
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -247,6 +260,8 @@ class StandIn:
         self._host.with_room(lambda room: room.reset(learner))
         if learner is None:
             self._book.clear()
+            if self._feed is not None:
+                self._feed.reset()
 
     @property
     def limits(self) -> Limits:
@@ -279,6 +294,8 @@ class StandIn:
         if httpd is None:
             return
         self._host.stopping.set()
+        if self._feed is not None:
+            self._feed.wake()  # dashboard feeds end now rather than at their next wake-up
         self._on_stopping()
         httpd.shutdown()
         self._host.shut_all()
@@ -314,6 +331,11 @@ class StandIn:
         """The URL to give an OpenAI client as `base_url`, e.g. http://127.0.0.1:PORT/v1."""
         host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}/v1"
+
+    @property
+    def dashboard_url(self) -> str:
+        """The room dashboard's page, e.g. http://127.0.0.1:PORT/dashboard (when `dashboard` is on)."""
+        return self.base_url.removesuffix("/v1") + DASHBOARD_PATH
 
     def url(self, path: str) -> str:
         """`base_url` joined with a path such as "chat/completions" or "/responses"."""

@@ -9,6 +9,10 @@ writes, waits and closes, and records what it did.
 
 While it pauses, it watches the socket, so a client that hangs up is noticed at once. Reads have
 deadlines (`Limits`) so a client that sends half a request cannot hold a thread for ever.
+
+A few paths are not the API: the server's own pages (the room dashboard). For those the host hands back a
+`PageHandler`, which serves the request with the connection's public methods (`send`, `send_reply`,
+`peer_closed`); such requests leave no request record, since they are nobody's API call.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
@@ -50,7 +55,7 @@ from ..core.room import learner_of
 from ..core.shapes import error_body
 from .records import RecordBook, _Rec
 
-__all__ = ["Limits", "Host", "Connection", "refuse_connection", "SERVER_NAME"]
+__all__ = ["Limits", "Host", "Connection", "PageHandler", "refuse_connection", "SERVER_NAME"]
 
 SERVER_NAME = "streamlab-standin"
 _POLL = 0.05  # seconds: how often a pause checks for a stopping server
@@ -94,6 +99,13 @@ class Host(Protocol):
     def decide(self, request: Request) -> Decision: ...
 
     def cancelled(self, stream: Stream) -> bool: ...
+
+    def page(self, head: RequestHead) -> PageHandler | None:
+        """The handler of a request for one of the server's own pages, or None for an API request."""
+
+
+PageHandler = Callable[["Connection", RequestHead], bool]
+"""Serves one request for a page on the connection; True when the connection may carry another request."""
 
 
 class _Gone(Exception):
@@ -155,7 +167,11 @@ class Connection:
             if isinstance(head, Reply):  # a head too broken to record: answer and close
                 self._send_bare(head)
                 return
-            if not self._request(head):
+            page = self.host.page(head)
+            if page is not None:
+                if not self._page(page, head):
+                    return
+            elif not self._request(head):
                 return
 
     # -- reading --
@@ -242,6 +258,57 @@ class Connection:
                 dropped += len(data)
         except (OSError, ValueError):
             return
+
+    # -- the server's own pages --
+
+    def _page(self, page: PageHandler, head: RequestHead) -> bool:
+        """Serve a page request (no record: it is nobody's API call); True when the connection may go on."""
+        admission = admit(head, max_body_bytes=self.limits.max_body_bytes)
+        body = admission if isinstance(admission, Reply) else self._read_body(admission.length)
+        if isinstance(body, Reply):
+            self._send_bare(body)
+            return False
+        try:
+            keep = page(self, head)
+        except OSError:
+            return False
+        return keep and head.keep_alive and not self.host.stopping.is_set()
+
+    def send(self, data: bytes) -> None:
+        """Write `data` (blocking at most the send timeout); OSError when the client is gone."""
+        self._send(data)
+
+    def send_reply(self, status: int, body: bytes, content_type: str, *, headers: tuple[tuple[str, str], ...] = (),
+                   close: bool = False, length: int | None = None) -> None:
+        """Write one whole response: status line, headers, then `body`. `length` is the Content-Length when
+        it is not the body's own (a HEAD reply announces the body it leaves out)."""
+        base = (("Content-Type", content_type), ("Content-Length", str(len(body) if length is None else length)))
+        self._send(_head_bytes(status, (*base, *headers), close) + body)
+
+    def send_stream_head(self, headers: tuple[tuple[str, str], ...]) -> None:
+        """Start a chunked 200 event stream; write its chunks with `send_chunk`."""
+        self._send(_head_bytes(200, (*EVENT_STREAM_HEADERS, ("Transfer-Encoding", "chunked"), *headers), False))
+
+    def send_chunk(self, data: bytes) -> None:
+        """Write `data` as one HTTP chunk (nothing for empty data: an empty chunk would end the body)."""
+        if data:
+            self._send(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def peer_closed(self, wait: float = 0.0) -> bool:
+        """Whether the client has closed its end (checked for at most `wait` seconds). Bytes it sends meanwhile
+        are kept as the start of its next request."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], wait)
+            if not readable:
+                return False
+            data = self.sock.recv(65536)
+        except (OSError, ValueError):
+            return True
+        if not data:
+            return True
+        if len(self.buf) <= MAX_HEAD_BYTES:
+            self.buf += data
+        return False
 
     # -- one request --
 

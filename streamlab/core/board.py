@@ -1,0 +1,215 @@
+"""The room dashboard's state: a row per learner, room totals, and the numbered events of its feed (sans-IO core).
+
+Theory of operation. The stand-in tells the board about each request twice, as a `Visit`: once the planner
+has decided (whose request, which model) and once it has finished (its status, its `Ending`, its time to
+first byte). The board keeps one `Row` per learner and the room's totals, and turns every change into a
+`BoardEvent` numbered `{epoch}-{n}`. The feed (`streamlab.net.dashboard`) writes those as SSE frames with
+that `id:`, so a page that reconnects with `Last-Event-ID` gets exactly the events after it (`since`).
+When it names an id this board never gave (another server's: the epoch differs) or no longer keeps (older
+than the last `max_events`), it gets one `snapshot` event instead: every row and the totals, which is the
+same state the missed events would have built. Nothing is lost either way.
+
+What the instructor needs and no more. A learner appears as a number (in order of arrival) and a label
+that never holds their API key: at most its first three characters and a short hash salted with the
+server's own secret (so a label cannot be looked up anywhere else). Request bodies, messages and headers
+never reach the board; the one header it reads is the SDK's `x-stainless-retry-count`, as a number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .scenarios import scenario_of
+from .shapes import sse_frame
+
+__all__ = ["Visit", "Row", "BoardEvent", "Board", "learner_label", "DEFAULT_MAX_EVENTS"]
+
+DEFAULT_MAX_EVENTS = 5000
+"""How many recent events a board keeps for pages that reconnect (older ones get a snapshot)."""
+
+
+def learner_label(key: str, salt: bytes) -> str:
+    """How a learner is shown: "anonymous", or at most three characters of the key and a salted hash."""
+    if not key:
+        return "anonymous"
+    digest = hashlib.sha256(salt + key.encode("utf-8", "replace")).hexdigest()[:6]
+    shown = "".join(c if c.isprintable() else "?" for c in key[:3])
+    return f"{shown}\u2026#{digest}" if len(key) > 3 else f"{shown}#{digest}"
+
+
+@dataclass(frozen=True)
+class Visit:
+    """What the board learns about one request (`request` is the stand-in's record index).
+
+    `finished` is False for the first report (decided, still being answered) and True for the last.
+    `retry` is the `x-stainless-retry-count` the client sent (None without one); `ttft` the seconds from
+    reading the request to writing the stream's first bytes (None for a JSON reply).
+    """
+
+    key: str
+    request: int
+    finished: bool
+    model: str | None = None
+    path: str = ""
+    status: int | None = None
+    ending: str | None = None
+    retry: int | None = None
+    ttft: float | None = None
+
+
+@dataclass
+class Row:
+    """One learner as the dashboard shows them."""
+
+    number: int
+    label: str
+    requests: int = 0
+    active: int = 0
+    model: str | None = None
+    scenario: str | None = None
+    status: int | None = None
+    ending: str | None = None
+    endings: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    ttft_ms: float | None = None
+    open: set[int] = field(default_factory=set)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"number": self.number, "learner": self.label, "requests": self.requests, "active": self.active,
+                "model": self.model, "scenario": self.scenario, "status": self.status, "ending": self.ending,
+                "endings": dict(sorted(self.endings.items())), "retries": self.retries, "ttft_ms": self.ttft_ms}
+
+
+@dataclass(frozen=True)
+class BoardEvent:
+    """One event of the feed: its `id`, its `event` type (snapshot, learner, forget) and its JSON `data`."""
+
+    id: str
+    event: str
+    data: str
+
+    def frame(self) -> bytes:
+        """The SSE frame: `id:`, `event:` and one `data:` line (the JSON has no line breaks)."""
+        return sse_frame(self.data, event=self.event, id=self.id)
+
+
+class Board:
+    """The dashboard's state and its recent events. Not thread-safe: the I/O layer holds a lock around it."""
+
+    def __init__(self, *, salt: bytes, epoch: str, max_events: int = DEFAULT_MAX_EVENTS,
+                 max_learners: int = 10_000) -> None:
+        if max_events < 1 or max_learners < 1:
+            raise ValueError(f"max_events and max_learners must be at least 1, got {max_events}, {max_learners}")
+        if not epoch or "-" in epoch:
+            raise ValueError(f"epoch must be a non-empty string without '-', got {epoch!r}")
+        self.salt = salt
+        self.epoch = epoch
+        self.max_learners = max_learners
+        self.rows: OrderedDict[str, Row] = OrderedDict()
+        self.events: deque[tuple[int, BoardEvent]] = deque(maxlen=max_events)
+        self.count = 0  # the number of the last event given (0: none yet)
+        self.numbers = 0  # learners numbered so far
+
+    @property
+    def last_id(self) -> str:
+        return f"{self.epoch}-{self.count}"
+
+    def observe(self, visit: Visit) -> list[BoardEvent]:
+        """Update the learner's row from `visit`; the events that say so (and any learner forgotten)."""
+        row = self.rows.get(visit.key)
+        out: list[BoardEvent] = []
+        if row is None:
+            self.numbers += 1
+            row = self.rows[visit.key] = Row(self.numbers, learner_label(visit.key, self.salt))
+            while len(self.rows) > self.max_learners:
+                _, gone = self.rows.popitem(last=False)
+                out.append(self._add("forget", {"number": gone.number, "totals": self.totals()}))
+        else:
+            self.rows.move_to_end(visit.key)
+        _update(row, visit)
+        out.append(self._add("learner", {"row": row.as_json(), "totals": self.totals()}))
+        return out
+
+    def reset(self) -> BoardEvent:
+        """Forget every learner (the stand-in started over); the snapshot event that says so."""
+        self.rows.clear()
+        self.count += 1
+        event = self.snapshot()
+        self.events.append((self.count, event))
+        return event
+
+    def snapshot(self) -> BoardEvent:
+        """Every row and the totals, as of the last event."""
+        rows = sorted((row.as_json() for row in self.rows.values()), key=lambda r: r["number"])
+        return BoardEvent(self.last_id, "snapshot", _json({"rows": rows, "totals": self.totals()}))
+
+    def since(self, last_id: str | None) -> list[BoardEvent]:
+        """What a page that last saw `last_id` has missed: the events after it, or one snapshot when the id is
+        absent, another board's, or older than the events kept."""
+        after = self._number_of(last_id)
+        if after is None:
+            return [self.snapshot()]
+        return [event for n, event in self.events if n > after]
+
+    def totals(self) -> dict[str, Any]:
+        rows = list(self.rows.values())
+        endings: Counter[str] = Counter()
+        for row in rows:
+            endings.update(row.endings)
+        ttfts = [row.ttft_ms for row in rows if row.ttft_ms is not None]
+        return {"learners": len(rows), "requests": sum(r.requests for r in rows),
+                "active": sum(r.active for r in rows), "retries": sum(r.retries for r in rows),
+                "endings": dict(sorted(endings.items())),
+                "ttft_p50_ms": round(statistics.median(ttfts), 1) if ttfts else None}
+
+    def _number_of(self, last_id: str | None) -> int | None:
+        if not last_id:
+            return None
+        epoch, _, number = last_id.rpartition("-")
+        if epoch != self.epoch or not number.isdigit() or not number.isascii():
+            return None
+        n = int(number)
+        oldest = self.events[0][0] if self.events else self.count + 1
+        if n > self.count or n < oldest - 1:
+            return None
+        return n
+
+    def _add(self, kind: str, payload: dict[str, Any]) -> BoardEvent:
+        self.count += 1
+        event = BoardEvent(self.last_id, kind, _json(payload))
+        self.events.append((self.count, event))
+        return event
+
+
+def _update(row: Row, visit: Visit) -> None:
+    """Apply one visit to a row: count a request the first time it is seen, close it the last time."""
+    first = visit.request not in row.open
+    if first and not visit.finished:
+        row.open.add(visit.request)
+    elif not first and visit.finished:
+        row.open.discard(visit.request)
+    if first:
+        row.requests += 1
+        if visit.retry:
+            row.retries += 1
+    if visit.model is not None:
+        row.model = visit.model
+        known = scenario_of(visit.model)
+        row.scenario = known.name if known is not None else None
+    row.active = len(row.open)
+    if visit.finished:
+        row.status = visit.status
+        if visit.ending is not None:
+            row.ending = visit.ending
+            row.endings[visit.ending] += 1
+        if visit.ttft is not None:
+            row.ttft_ms = round(1000 * visit.ttft, 1)
+
+
+def _json(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,203 @@
+"""The stand-in's room dashboard on the wire: its page and the live SSE feed that updates it (I/O layer).
+
+An instructor serving one stand-in to a room opens `http://HOST:PORT/dashboard` on the projector. The page
+(plain HTML, CSS and JavaScript from `streamlab/net/static/`, no build step, no CDN) shows one row per
+learner and the room's totals, and keeps itself current with the browser's own `EventSource` on
+`/dashboard/events`: the labs' subject, used for real.
+
+    GET /dashboard                  the page; /dashboard/dashboard.css and /dashboard/dashboard.js beside it
+    GET /dashboard/events           text/event-stream: `retry:` first, then an `id:` on every event
+
+The feed starts with a `retry:` hint. A page that connects afresh gets one `snapshot` event (every row and
+the totals); then one `learner` event per change (a request decided, a request finished), each with its
+row and the new totals. A page that reconnects sends `Last-Event-ID`, as browsers do, and gets exactly the
+events after that id, or a snapshot when the id is not this server's or too old to replay
+(`streamlab.core.board` decides which). While nothing happens a `: keep-alive` comment goes out every
+`keepalive` seconds, so idle proxies keep the connection open.
+
+What is decided lives in the sans-IO `Board`; this module feeds it the stand-in's records (through
+`RecordBook.subscribe(..., started=True)`) under a lock, and writes its events on each page's connection.
+A page connection ends when the page goes away or the stand-in stops (within a quarter of a second: the
+waits are short and `wake()` cuts them), so an open dashboard never holds a server up.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import os
+import secrets
+import threading
+import time
+
+from ..core.board import Board, BoardEvent, Visit
+from ..core.plan import last_event_id
+from ..core.request import RequestHead
+from ..core.shapes import error_body
+from .records import RecordBook, RequestRecord
+from .wire import Connection, PageHandler
+
+__all__ = ["RoomFeed", "visit_of", "DASHBOARD_PATH", "DEFAULT_KEEPALIVE", "DEFAULT_RETRY_MS"]
+
+DASHBOARD_PATH = "/dashboard"
+DEFAULT_KEEPALIVE = 15.0
+"""Seconds of silence after which the feed writes a keep-alive comment."""
+DEFAULT_RETRY_MS = 2000
+"""The `retry:` hint: how long a browser waits before reconnecting a dropped feed."""
+_WAKE = 0.25  # seconds: how often a waiting feed looks at its client and at the stopping flag
+
+_FILES = {
+    "": ("dashboard.html", "text/html; charset=utf-8"),
+    "/dashboard.css": ("dashboard.css", "text/css; charset=utf-8"),
+    "/dashboard.js": ("dashboard.js", "text/javascript; charset=utf-8"),
+}
+_PAGE_HEADERS = (
+    ("Cache-Control", "no-store"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+)
+
+
+def visit_of(record: RequestRecord) -> Visit:
+    """What the board may learn from a record: whose, which model, how it ended and its time to first byte;
+    never the body, the messages or other headers."""
+    retry = (record.headers.get("x-stainless-retry-count") or "").strip()
+    ttft = record.write_times[0] - record.started_at if record.write_times else None
+    return Visit(key=record.learner, request=record.index, finished=record.finished, model=record.model,
+                 path=record.path, status=record.status,
+                 ending=str(record.outcome) if record.finished else None,
+                 retry=int(retry) if retry.isdigit() and retry.isascii() else None, ttft=ttft)
+
+
+@functools.cache
+def _static(name: str) -> bytes:
+    return importlib.resources.files("streamlab.net").joinpath("static", name).read_bytes()
+
+
+class RoomFeed:
+    """The room's `Board`, fed by one stand-in's records, and the handlers of its dashboard pages."""
+
+    def __init__(self, book: RecordBook, stopping: threading.Event, *, keepalive: float = DEFAULT_KEEPALIVE,
+                 retry_ms: int = DEFAULT_RETRY_MS) -> None:
+        if not keepalive > 0 or retry_ms < 0:
+            raise ValueError(f"keepalive must be > 0 seconds and retry_ms >= 0, got {keepalive!r}, {retry_ms!r}")
+        self.keepalive = keepalive
+        self.retry_ms = retry_ms
+        self._stopping = stopping
+        self._cond = threading.Condition()
+        self._board = Board(salt=os.urandom(16), epoch=secrets.token_hex(4))
+        self._unsubscribe = book.subscribe(self._seen, started=True)
+
+    # -- fed by the records (in the request handlers' threads) --
+
+    def _seen(self, record: RequestRecord) -> None:
+        visit = visit_of(record)
+        with self._cond:
+            self._board.observe(visit)
+            self._cond.notify_all()
+
+    def reset(self) -> None:
+        """Forget every learner (the stand-in started everyone over)."""
+        with self._cond:
+            self._board.reset()
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Wake every waiting feed now (the stand-in is stopping)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Stop listening to the records and wake every feed."""
+        self._unsubscribe()
+        self.wake()
+
+    # -- read by the pages --
+
+    def since(self, last_id: str | None) -> list[BoardEvent]:
+        """The events a page that last saw `last_id` has missed (a snapshot for None or an unknown id)."""
+        with self._cond:
+            return self._board.since(last_id)
+
+    def snapshot(self) -> dict[str, object]:
+        """The rows and totals as the page shows them (a copy)."""
+        with self._cond:
+            return json.loads(self._board.snapshot().data)
+
+    def next_events(self, after: str, timeout: float) -> list[BoardEvent]:
+        """The events after `after`, waiting up to `timeout` seconds for one when there are none yet."""
+        with self._cond:
+            events = self._board.since(after)
+            if not events and not self._stopping.is_set():
+                self._cond.wait(timeout)
+                events = self._board.since(after)
+            return events
+
+    # -- the pages --
+
+    def page(self, head: RequestHead) -> PageHandler | None:
+        """The handler for a dashboard path (None for every other path: those are the API's)."""
+        path = head.path
+        if path != DASHBOARD_PATH and not path.startswith(DASHBOARD_PATH + "/"):
+            return None
+        rest = path[len(DASHBOARD_PATH):]
+        if rest == "/events":
+            return self._events if head.method == "GET" else _not_allowed("GET")
+        if rest == "/":  # the page links its files relative to /dashboard (so it works under a path prefix too)
+            return _to_the_page
+        if rest in _FILES:
+            return self._file if head.method in ("GET", "HEAD") else _not_allowed("GET, HEAD")
+        return _not_found
+
+    def _file(self, conn: Connection, head: RequestHead) -> bool:
+        name, content_type = _FILES[head.path[len(DASHBOARD_PATH):]]
+        body = _static(name)
+        conn.send_reply(200, b"" if head.method == "HEAD" else body, content_type, headers=_PAGE_HEADERS,
+                        length=len(body))
+        return True
+
+    def _events(self, conn: Connection, head: RequestHead) -> bool:
+        """Play the feed on this connection until the page leaves or the server stops (never ends cleanly:
+        a page whose feed ends reconnects, and a stopped server is not coming back on this connection)."""
+        conn.send_stream_head((("X-Accel-Buffering", "no"),))
+        conn.send_chunk(b"retry: %d\n\n" % self.retry_ms)
+        cursor = last_event_id(head) or ""
+        pending = self.since(cursor or None)
+        quiet_since = time.monotonic()
+        while not self._stopping.is_set():
+            if pending:
+                conn.send_chunk(b"".join(event.frame() for event in pending))
+                cursor, quiet_since = pending[-1].id, time.monotonic()
+            elif time.monotonic() - quiet_since >= self.keepalive:
+                conn.send_chunk(b": keep-alive\n\n")
+                quiet_since = time.monotonic()
+            if conn.peer_closed():
+                return False
+            left = self.keepalive - (time.monotonic() - quiet_since)
+            pending = self.next_events(cursor, timeout=max(0.0, min(_WAKE, left)))
+        return False
+
+
+def _not_allowed(allow: str) -> PageHandler:
+    def handler(conn: Connection, head: RequestHead) -> bool:
+        body = error_body(f"{head.method} is not allowed on {head.path}; use {allow}", "invalid_request_error")
+        conn.send_reply(405, json.dumps(body).encode(), "application/json", headers=(("Allow", allow),))
+        return True
+
+    return handler
+
+
+def _to_the_page(conn: Connection, head: RequestHead) -> bool:
+    conn.send_reply(308, b"", "text/plain; charset=utf-8", headers=(("Location", "../dashboard"),))
+    return True
+
+
+def _not_found(conn: Connection, head: RequestHead) -> bool:
+    body = error_body(f"unknown dashboard path {head.path!r}: the dashboard is {DASHBOARD_PATH}",
+                      "invalid_request_error", "unknown_url")
+    conn.send_reply(404, json.dumps(body).encode(), "application/json")
+    return True
+

@@ -1,0 +1,276 @@
+"""The room dashboard: its board (pure), its page, and its live SSE feed read with the library's own client.
+
+The feed is read by `streamlab.net.eventstream.EventStream` (the library's parser over httpx) on a thread;
+tests wait on the state the events build, never on sleeps, and the only time bound is a generous one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from streamlab.core.board import Board, Visit, learner_label
+from streamlab.core.scenarios import scenario
+from streamlab.net.eventstream import EventStream
+from streamlab.net.standin import StandIn
+
+pytestmark = [pytest.mark.usefixtures("no_leaked_threads")]
+
+HI = [{"role": "user", "content": "hi"}]
+WAIT = 20.0  # seconds: a generous bound for "the event arrives", so a loaded machine does not fail the test
+QUICK = 0.5  # the feed's keep-alive period here: a reader closed from another thread notices at the next bytes
+
+
+# -- the board, without a socket ----------------------------------------------------------------------------
+
+
+def board(**kw: Any) -> Board:
+    return Board(salt=b"salt", epoch="e1", **kw)
+
+
+def test_a_label_never_holds_the_key_only_three_characters_and_a_salted_hash():
+    key = "sk-proj-0123456789abcdef"
+    label = learner_label(key, b"salt")
+    assert label.startswith("sk-\u2026#") and "proj" not in label and "0123" not in label
+    assert label == learner_label(key, b"salt") != learner_label(key, b"other salt")
+    assert learner_label("ada", b"salt").startswith("ada#") and learner_label("", b"salt") == "anonymous"
+    assert learner_label("sk-proj-one", b"s") != learner_label("sk-proj-two", b"s")  # same prefix, two rows
+
+
+def test_the_board_counts_each_request_once_and_keeps_how_it_ended():
+    b = board()
+    b.observe(Visit("ada", 0, False, model="flaky"))
+    b.observe(Visit("ada", 0, True, model="flaky", status=429, ending="http_error"))
+    b.observe(Visit("ada", 1, False, model="flaky", retry=1))
+    (event,) = b.observe(Visit("ada", 1, True, model="flaky", status=200, ending="complete", retry=1, ttft=0.25))
+    row = json.loads(event.data)["row"]
+    assert row == {"number": 1, "learner": learner_label("ada", b"salt"), "requests": 2, "active": 0,
+                   "model": "flaky", "scenario": "flaky", "status": 200, "ending": "complete",
+                   "endings": {"complete": 1, "http_error": 1}, "retries": 1, "ttft_ms": 250.0}
+    b.observe(Visit("bob", 0, False, model="not-a-scenario"))
+    totals = json.loads(b.snapshot().data)["totals"]
+    assert totals == {"learners": 2, "requests": 3, "active": 1, "retries": 1,
+                      "endings": {"complete": 1, "http_error": 1}, "ttft_p50_ms": 250.0}
+    b.observe(Visit("carol", 5, True, model="scheduled", status=200, ending="cut"))  # seen only finished
+    assert json.loads(b.snapshot().data)["rows"][2]["requests"] == 1
+
+
+def test_since_replays_exactly_the_missed_events_or_gives_one_snapshot():
+    b = board(max_events=3)
+    ids = [e.id for i in range(5) for e in b.observe(Visit("ada", i, True, ending="complete"))]
+    assert ids == ["e1-1", "e1-2", "e1-3", "e1-4", "e1-5"]
+    assert [e.id for e in b.since("e1-3")] == ["e1-4", "e1-5"]
+    assert b.since("e1-5") == []
+    for unknown in (None, "", "e1-1", "e1-9", "e2-4", "nonsense", "e1-x"):  # too old, future, other epoch
+        (event,) = b.since(unknown)
+        assert event.event == "snapshot" and event.id == "e1-5", unknown
+    reset = b.reset()
+    assert reset.event == "snapshot" and json.loads(reset.data)["rows"] == []
+    assert b.since("e1-5") == [reset]
+
+
+def test_past_its_bound_the_board_forgets_the_least_recent_learner_and_says_so():
+    b = board(max_learners=2)
+    for i, key in enumerate(("a", "b", "c")):
+        events = b.observe(Visit(key, i, True))
+    assert [e.event for e in events] == ["forget", "learner"] and json.loads(events[0].data)["number"] == 1
+    assert [r["number"] for r in json.loads(b.snapshot().data)["rows"]] == [2, 3]
+
+
+# -- the feed, over HTTP ---------------------------------------------------------------------------------------
+
+
+class Watcher:
+    """The dashboard's event stream read by the library's own client on a thread, like a page would."""
+
+    def __init__(self, server: StandIn, last_event_id: str | None = None) -> None:
+        self.stream = EventStream(server.dashboard_url + "/events", None, method="GET", last_event_id=last_event_id,
+                                  read_timeout=None)
+        self.events: list[Any] = []
+        self.rows: dict[int, dict] = {}
+        self.totals: dict = {}
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._read, name="dashboard-watcher")
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            for timed in self.stream:
+                data = json.loads(timed.data)
+                with self.cond:
+                    self.events.append(timed)
+                    if timed.type == "snapshot":
+                        self.rows = {row["number"]: row for row in data["rows"]}
+                    elif timed.type == "learner":
+                        self.rows[data["row"]["number"]] = data["row"]
+                    self.totals = data["totals"]
+                    self.cond.notify_all()
+        except Exception:  # noqa: BLE001 - the stream ends when the test closes it or the server stops
+            pass
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[Watcher], bool], what: str) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: predicate(self), WAIT), f"waited {WAIT} s for {what}: {self.rows}"
+
+    def by_label(self) -> dict[str, dict]:
+        return {row["learner"]: row for row in self.rows.values()}
+
+    def close(self) -> None:
+        self.stream.close()
+        self.thread.join(WAIT)
+
+
+def test_the_feed_reports_each_learners_requests_as_they_happen():
+    with StandIn(scenario("all"), dashboard_keepalive=QUICK) as server:
+        watcher = Watcher(server)
+        try:
+            watcher.wait_for(lambda w: len(w.events) >= 1, "the first snapshot")
+            assert watcher.events[0].type == "snapshot" and watcher.totals["requests"] == 0
+            assert watcher.stream.parser.retry_ms == 2000 and watcher.stream.raw.startswith(b"retry: 2000\n\n")
+            with openai.OpenAI(base_url=server.base_url, api_key="ada-lovelace", max_retries=1) as sdk:
+                text = "".join(c.choices[0].delta.content or "" for c in
+                               sdk.chat.completions.create(model="flaky", messages=HI, stream=True) if c.choices)
+            assert text == "Hello w\u00f6rld"  # the SDK retried the 429 by itself: x-stainless-retry-count 1
+            with httpx.Client(headers={"Authorization": "Bearer bob"}) as bob, pytest.raises(httpx.HTTPError):
+                bob.post(server.url("chat/completions"), json={"model": "cutoff", "messages": HI, "stream": True})
+            watcher.wait_for(lambda w: len(w.rows) == 2 and w.totals["active"] == 0 and w.totals["requests"] == 3,
+                             "two learners' three finished requests")
+            rows = sorted(watcher.rows.values(), key=lambda r: r["number"])
+            assert rows[0]["learner"].startswith("ada\u2026#") and rows[1]["learner"].startswith("bob#")
+            assert rows[0]["requests"] == 2 and rows[0]["retries"] == 1 and rows[0]["ending"] == "complete"
+            assert rows[0]["endings"] == {"complete": 1, "http_error": 1} and rows[0]["scenario"] == "flaky"
+            assert rows[0]["ttft_ms"] is not None and rows[0]["ttft_ms"] >= 0
+            assert rows[1]["ending"] == "cut" and rows[1]["model"] == "cutoff" and rows[1]["retries"] == 0
+            assert watcher.totals["endings"] == {"complete": 1, "cut": 1, "http_error": 1}
+            ids = [e.id for e in watcher.events]
+            assert all(ids) and len(set(ids)) == len(ids)  # an id on every event, never repeated
+        finally:
+            watcher.close()
+
+
+def test_a_reconnect_with_last_event_id_misses_nothing():
+    with StandIn(scenario("flaky"), dashboard_keepalive=QUICK) as server, httpx.Client() as client:
+        steady, first = Watcher(server), Watcher(server)
+        try:
+            for key in ("ada", "bob"):
+                client.post(server.url("chat/completions"), headers={"Authorization": f"Bearer {key}"},
+                            json={"model": "flaky", "messages": HI, "stream": True})
+            first.wait_for(lambda w: w.totals.get("requests") == 2 and w.totals["active"] == 0, "two requests")
+            seen = first.events[-1].id
+            first.close()  # the page goes away (a laptop asleep, a network blip) ...
+            for key in ("ada", "carol", "dan"):  # ... while the room goes on
+                client.post(server.url("chat/completions"), headers={"Authorization": f"Bearer {key}"},
+                            json={"model": "flaky", "messages": HI, "stream": True})
+            steady.wait_for(lambda w: w.totals.get("requests") == 5 and w.totals["active"] == 0, "five requests")
+            again = Watcher(server, last_event_id=seen)  # ... and comes back, as EventSource does
+            try:
+                again.wait_for(lambda w: w.events and w.events[-1].id == steady.events[-1].id, "the replay")
+                missed = [(e.id, e.type, e.data) for e in steady.events if _number(e.id) > _number(seen)]
+                assert [(e.id, e.type, e.data) for e in again.events] == missed  # exactly those, in order
+                caught_up = {**first.rows, **again.rows}  # the page's rows, updated by what it was replayed
+                assert caught_up == steady.rows and again.totals == steady.totals
+            finally:
+                again.close()
+            stale = Watcher(server, last_event_id="another-server-7")  # an id this server never gave
+            try:
+                stale.wait_for(lambda w: w.events, "a snapshot")
+                assert [e.type for e in stale.events] == ["snapshot"] and stale.rows == steady.rows
+            finally:
+                stale.close()
+        finally:
+            steady.close()
+
+
+def _number(event_id: str) -> int:
+    return int(event_id.rpartition("-")[2])
+
+
+def test_keep_alive_comments_while_the_room_is_quiet():
+    with StandIn({}, dashboard_keepalive=0.2) as server:
+        watcher = Watcher(server)
+        try:
+            deadline = time.monotonic() + WAIT
+            while watcher.stream.raw.count(b": keep-alive\n\n") < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert watcher.stream.raw.count(b": keep-alive\n\n") >= 2
+            assert [e.type for e in watcher.events] == ["snapshot"]  # comments are not events
+        finally:
+            watcher.close()
+
+
+def test_open_feeds_never_hold_the_server_up_and_leave_no_records():
+    server = StandIn(scenario("ttft")).start()
+    watchers = [Watcher(server) for _ in range(3)]
+    try:
+        for w in watchers:
+            w.wait_for(lambda w: w.events, "the snapshot")
+        with httpx.Client() as client:
+            r = client.post(server.url("chat/completions"), json={"model": "scheduled", "messages": HI,
+                                                                   "stream": True})
+        assert r.status_code == 200
+        assert server.wait_idle() and [rec.model for rec in server.records()] == ["scheduled"]
+        assert server.totals().requests == 1  # the page and its feeds are nobody's API call
+    finally:
+        started = time.monotonic()
+        server.stop()  # with three feeds open
+        stopped_in = time.monotonic() - started
+        for w in watchers:
+            w.thread.join(WAIT)
+    assert stopped_in < WAIT and not any(w.thread.is_alive() for w in watchers)
+
+
+# -- the page ------------------------------------------------------------------------------------------------
+
+
+def test_the_page_and_its_files_are_served_from_the_package_with_a_strict_policy():
+    with StandIn({}) as server, httpx.Client() as client:
+        page = client.get(server.dashboard_url)
+        assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+        assert '<script src="dashboard/dashboard.js"' in page.text and "<table>" in page.text
+        script = client.get(server.dashboard_url + "/dashboard.js")
+        assert script.status_code == 200 and "EventSource" in script.text
+        assert "innerHTML" not in script.text  # learner-chosen text (model names) is only ever textContent
+        assert client.get(server.dashboard_url + "/dashboard.css").headers["content-type"].startswith("text/css")
+        head = client.head(server.dashboard_url)
+        assert head.status_code == 200 and head.content == b"" and int(head.headers["content-length"]) > 1000
+        slash = client.get(server.dashboard_url + "/")
+        assert slash.status_code == 308 and slash.headers["location"] == "../dashboard"
+        assert client.post(server.dashboard_url + "/events").status_code == 405
+        assert client.get(server.dashboard_url + "/nope").status_code == 404
+        assert server.records() == []
+    with StandIn({}, dashboard=False) as server, httpx.Client() as client:
+        assert client.get(server.dashboard_url).json()["error"]["code"] == "unknown_url"
+
+
+def test_the_feed_carries_no_key_and_no_message():
+    with StandIn(scenario("ttft"), dashboard_keepalive=QUICK) as server, httpx.Client() as client:
+        watcher = Watcher(server)
+        try:
+            secret = "sk-proj-THIS-IS-A-REAL-LOOKING-KEY"
+            client.post(server.url("chat/completions"), headers={"Authorization": f"Bearer {secret}"},
+                        json={"model": "scheduled", "stream": True,
+                              "messages": [{"role": "user", "content": "my private question"}]})
+            watcher.wait_for(lambda w: w.totals.get("requests") == 1 and w.totals["active"] == 0, "the request")
+            raw = watcher.stream.raw.decode()
+            assert "REAL-LOOKING" not in raw and "proj" not in raw and "private question" not in raw
+        finally:
+            watcher.close()
+
+
+def test_the_dashboard_files_ship_in_the_wheel():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    assert '"streamlab.net" = ["static/*"]' in (root / "pyproject.toml").read_text(encoding="utf-8")
+    assert {p.name for p in (root / "streamlab" / "net" / "static").iterdir()} >= {
+        "dashboard.html", "dashboard.css", "dashboard.js"}
