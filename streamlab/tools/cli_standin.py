@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["register", "banner", "room_urls", "scenario_list"]
 
 
 def _label(learner: str) -> str:
@@ -31,38 +31,87 @@ def _line(record: Any) -> str:
             f"{record.bytes_written} bytes learner={_label(record.learner)}")
 
 
-def _banner(args: argparse.Namespace, server: Any, script: dict[str, Any]) -> None:
-    base = server.base_url
+_EVERY_INTERFACE = ("0.0.0.0", "")
+
+
+def room_urls(host: str, port: int, addresses: list[str]) -> tuple[list[str], bool]:
+    """The base URLs a learner can use, and whether the room's network can reach the server.
+
+    Bound to every interface (0.0.0.0): one URL per address of this machine that others can reach (the
+    loopback one when there is none). Bound to one address: that one. Loopback is reachable from this
+    machine only."""
+    if host in _EVERY_INTERFACE:
+        hosts = addresses or ["127.0.0.1"]
+        return [f"http://{h}:{port}/v1" for h in hosts], bool(addresses)
+    shown = f"[{host}]" if ":" in host else host
+    reachable = not (host == "localhost" or host.startswith("127.") or host == "::1")
+    return [f"http://{shown}:{port}/v1"], reachable
+
+
+def banner(scenario_name: str, host: str, port: int, script: dict[str, Any], *, addresses: list[str],
+           quiet: bool = False, profile: str | None = None) -> str:
+    """What `streamlab standin` prints when it starts: where to point learners (and the projector), and a
+    first request to try with curl and with the openai SDK, all at an address the learners can use."""
+    from ..core.scenarios import scenario_of
+
+    urls, reachable = room_urls(host, port, addresses)
+    base = urls[0]
     model = "scheduled" if "scheduled" in script else next(iter(script))
-    dialect = "responses" if model in ("responses", "bg") else "chat/completions"
-    body: dict[str, Any] = {"model": model, "stream": True}
-    body.update({"input": "hi"} if dialect == "responses" else {"messages": [{"role": "user", "content": "hi"}]})
-    print(f"streamlab stand-in: scenario {args.scenario!r} at {base}  (scripted, not a model)")
-    if args.host in ("0.0.0.0", "::", ""):
-        print(f"  listening on every interface: others in the room use this machine's address, port {server.port}")
-    print(f"  models: {', '.join(sorted(script))}")
-    if args.profile:
+    known = scenario_of(model)
+    dialect = known.route if known is not None else "chat/completions"
+    lines = [f"streamlab stand-in: scenario {scenario_name!r} at {base}  (scripted, not a model)"]
+    if host in _EVERY_INTERFACE:
+        lines.append(f"  listening on every interface of this machine, port {port}")
+        if not addresses:
+            lines.append("  no address of this machine that others can reach was found: only this machine can use it")
+    if reachable:
+        lines += [f"  learners use: {url}" for url in urls]
+        lines.append("  WARNING: anyone on this machine's networks can reach this server and its dashboard: serve "
+                     "it on a network you trust, and stop it (Ctrl-C) after the workshop")
+    lines.append(f"  room dashboard (for the projector): {base.removesuffix('/v1')}/dashboard")
+    if host in _EVERY_INTERFACE and addresses:
+        lines.append(f"  (on this machine also http://127.0.0.1:{port}/dashboard)")
+    lines.append(f"  models: {', '.join(sorted(script))}")
+    if profile:
         from ..core.profiles import PROFILES
 
-        print(f"  profile {args.profile!r}: answers as {PROFILES[args.profile].title}; any other model name gets its "
-              f"answer\n  grade it: streamlab check {base} --model any --dialect both")
-    print("  your API key names you: each key gets its own episodes; POST /v1/reset starts you over")
-    print("\ntry it with curl (-N: print bytes as they arrive):")
-    print(f"  curl -N {base}/{dialect} -H 'Authorization: Bearer your-name' -H 'Content-Type: application/json' "
-          f"-d '{json.dumps(body)}'")
-    print("\nor with the openai SDK:")
-    print("  from openai import OpenAI")
-    print(f"  client = OpenAI(base_url={base!r}, api_key='your-name')")
+        lines.append(f"  profile {profile!r}: answers as {PROFILES[profile].title}; any other model name gets its "
+                     f"answer\n  grade it: streamlab check {base} --model any --dialect both")
+    lines.append("  your API key names you: each key gets its own episodes; POST /v1/reset starts you over")
+    lines += ["", *_snippets(base, model, dialect), ""]
+    lines.append("Ctrl-C stops it." + ("" if quiet else " One line per finished request follows."))
+    return "\n".join(lines)
+
+
+def _snippets(base: str, model: str, dialect: str) -> list[str]:
+    body: dict[str, Any] = {"model": model, "stream": True}
+    body.update({"input": "hi"} if dialect == "responses" else {"messages": [{"role": "user", "content": "hi"}]})
+    lines = ["try it with curl (-N: print bytes as they arrive):",
+             f"  curl -N {base}/{dialect} -H 'Authorization: Bearer your-name' -H 'Content-Type: application/json' "
+             f"-d '{json.dumps(body)}'",
+             "", "or with the openai SDK:", "  from openai import OpenAI",
+             f"  client = OpenAI(base_url={base!r}, api_key='your-name')"]
     if dialect == "responses":
-        print(f"  for event in client.responses.create(model={model!r}, input='hi', stream=True):")
-        print("      print(event.type)")
-    else:
-        print(f"  for chunk in client.chat.completions.create(model={model!r}, stream=True,")
-        print("                                              messages=[{'role': 'user', 'content': 'hi'}]):")
-        print("      if chunk.choices:  # [] on a usage chunk; the finish chunk's content is None")
-        print("          print(chunk.choices[0].delta.content or '', end='', flush=True)")
-        print("  print()")
-    print("\nCtrl-C stops it." + ("" if args.quiet else " One line per finished request follows."), flush=True)
+        return lines + [f"  for event in client.responses.create(model={model!r}, input='hi', stream=True):",
+                        "      print(event.type)"]
+    return lines + [f"  for chunk in client.chat.completions.create(model={model!r}, stream=True,",
+                    "                                              messages=[{'role': 'user', 'content': 'hi'}]):",
+                    "      if chunk.choices:  # [] on a usage chunk; the finish chunk's content is None",
+                    "          print(chunk.choices[0].delta.content or '', end='', flush=True)",
+                    "  print()"]
+
+
+def scenario_list() -> str:
+    """What `streamlab standin --list` prints: each scenario, its model, the labs that use it, what it plays."""
+    from ..core.profiles import PROFILES
+    from ..core.scenarios import LABS, ROOM_SCENARIOS
+
+    lines = [f"{'scenario':<11} {'model':<10} {'labs':<15} what it plays"]
+    lines += [f"{s.name:<11} {s.model:<10} {' '.join(s.labs):<15} {s.description}" for s in ROOM_SCENARIOS]
+    lines += ["all         every model above at once (the default)", "",
+              "labs: " + ", ".join(f"{number} {title}" for number, title in LABS.items()), ""]
+    lines += [f"--profile {profile.name:<9} {profile.title}" for profile in PROFILES.values()]
+    return "\n".join(lines)
 
 
 def _follow(finished: queue.Queue[Any] | None) -> None:
@@ -84,14 +133,11 @@ def _follow(finished: queue.Queue[Any] | None) -> None:
 def _cmd_standin(args: argparse.Namespace) -> int:
     """Serve a scripted stand-in for an OpenAI-compatible endpoint (no model, no key, no network) until
     Ctrl-C. Every scenario is a scripted answer under its own model name; "all" serves them together."""
-    from ..core.profiles import PROFILES
-    from ..net.standin import SCENARIOS, StandIn, scenario
+    from ..net.hostaddr import room_addresses
+    from ..net.standin import StandIn, scenario
 
     if args.list:
-        for name, what in SCENARIOS.items():
-            print(f"{name:<11} {what}")
-        for profile in PROFILES.values():
-            print(f"--profile {profile.name:<9} {profile.title}")
+        print(scenario_list())
         return 0
     try:
         script = scenario(args.scenario)
@@ -107,7 +153,9 @@ def _cmd_standin(args: argparse.Namespace) -> int:
     finished: queue.Queue[Any] | None = None if args.quiet else queue.Queue()
     if finished is not None:
         server.subscribe(finished.put)
-    _banner(args, server, script)
+    addresses = room_addresses() if args.host in _EVERY_INTERFACE else []
+    print(banner(args.scenario, args.host, server.port, script, addresses=addresses, quiet=args.quiet,
+                 profile=args.profile), flush=True)
     try:
         _follow(finished)
     except KeyboardInterrupt:
@@ -127,8 +175,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("standin", help="serve a scripted OpenAI-compatible stand-in until Ctrl-C",
                        description=_cmd_standin.__doc__)
     p.add_argument("--scenario", default="all", help="a named scenario, or 'all' (default); see --list")
-    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for a room)")
+    p.add_argument("--list", action="store_true", help="list the scenarios, the labs that use each, and exit")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 serves a room, and prints "
+                        "this machine's addresses for the learners)")
     p.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0 picks a free one)")
     p.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
     p.add_argument("--lenient", action="store_true",
