@@ -79,6 +79,8 @@ _EXPORTS: dict[str, str] = {
     "paced": "streamlab.core.script",
     "StoredResponse": "streamlab.core.script",
     "scenario": "streamlab.core.scenarios",
+    "scenario_of": "streamlab.core.scenarios",
+    "RoomScenario": "streamlab.core.scenarios",
     # I/O: the client
     "EventStream": "streamlab.net.eventstream",
     "AsyncEventStream": "streamlab.net.eventstream",
@@ -91,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "StandIn": "streamlab.net.standin",
     "serve": "streamlab.net.standin",
     "stop_serving": "streamlab.net.standin",
+    "room_addresses": "streamlab.net.hostaddr",
     # I/O: retry and resume runners
     "RetryingStream": "streamlab.net.retrying",
     "AsyncRetryingStream": "streamlab.net.retrying",
@@ -104,12 +107,14 @@ __all__ = [
     "ConnectionBroken", "Cut", "DeadlineExceeded", "End", "Ending", "Episode", "ErrorInStream", "EventStream",
     "EventTooLarge", "FrameError", "IdleTimeout", "IncompleteEvent", "KeepAlive", "LastEventIdStream",
     "NotAnEventStream", "Outcome", "ReadStalled", "RequestNotSent", "ResponsesAccumulator",
-    "ResumableResponseStream", "ResumeError", "RetryError", "RetryPolicy", "RetryingStream", "SSEEvent",
+    "ResumableResponseStream", "ResumeError", "RetryError", "RetryPolicy", "RetryingStream", "RoomScenario",
+    "SSEEvent",
     "SSELimitError", "SSEParser", "Send", "SequenceCursor", "SequenceError", "Stall", "StandIn",
     "StoredResponse", "StreamEndError", "StreamlabError", "TimedEvent", "ToolCallError", "Wait",
     "astream_chat", "astream_responses", "chat_text_stream", "chunks_at", "data_dir", "error_episode",
     "load_fixture", "load_fixtures", "outcome_of", "paced", "parse", "replay", "responses_text_stream",
-    "resume_response", "run_harness", "scenario", "serve", "show_split", "smallest_failing_split",
+    "resume_response", "room_addresses", "run_harness", "scenario", "scenario_of", "serve", "show_split",
+    "smallest_failing_split",
     "stop_serving", "stream_chat", "stream_responses",
 ]  # the same names as _EXPORTS, spelled out for readers and linters
 
@@ -157,7 +162,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
     from .core.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
     from .core.policy import RetryPolicy
     from .core.reading import TimedEvent
-    from .core.scenarios import scenario
+    from .core.scenarios import RoomScenario, scenario, scenario_of
     from .core.script import Cut, End, Episode, KeepAlive, Send, Stall, StoredResponse, Wait, error_episode, paced
     from .core.shapes import chat_text_stream, responses_text_stream
     from .core.sse import SSEEvent, SSEParser, parse
@@ -169,6 +174,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
         stream_responses,
     )
     from .net.eventstream import AsyncEventStream, EventStream
+    from .net.hostaddr import room_addresses
     from .net.resuming import LastEventIdStream, ResumableResponseStream
     from .net.retrying import AsyncRetryingStream, RetryingStream
     from .net.standin import StandIn, serve, stop_serving

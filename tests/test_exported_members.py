@@ -27,13 +27,15 @@ EXPORTED = [
     "ConnectionBroken", "Cut", "DeadlineExceeded", "End", "Ending", "Episode", "ErrorInStream", "EventStream",
     "EventTooLarge", "FrameError", "IdleTimeout", "IncompleteEvent", "KeepAlive", "LastEventIdStream",
     "NotAnEventStream", "Outcome", "ReadStalled", "RequestNotSent", "ResponsesAccumulator",
-    "ResumableResponseStream", "ResumeError", "RetryError", "RetryPolicy", "RetryingStream", "SSEEvent",
+    "ResumableResponseStream", "ResumeError", "RetryError", "RetryPolicy", "RetryingStream", "RoomScenario",
+    "SSEEvent",
     "SSELimitError", "SSEParser", "Send", "SequenceCursor", "SequenceError", "Stall", "StandIn",
     "StoredResponse", "StreamEndError", "StreamlabError", "TimedEvent", "ToolCallError", "Wait",
     "__version__",
     "astream_chat", "astream_responses", "chat_text_stream", "chunks_at", "data_dir", "error_episode",
     "load_fixture", "load_fixtures", "outcome_of", "paced", "parse", "replay", "responses_text_stream",
-    "resume_response", "run_harness", "scenario", "serve", "show_split", "smallest_failing_split",
+    "resume_response", "room_addresses", "run_harness", "scenario", "scenario_of", "serve", "show_split",
+    "smallest_failing_split",
     "stop_serving", "stream_chat", "stream_responses",
 ]
 
