@@ -45,7 +45,7 @@
     cell(tr, "number", String(row.requests));
     cell(tr, "number now", row.active ? "\u25cf " + row.active : "");
     const model = cell(tr, "model", row.model === null ? "\u2013" : row.model);
-    if (row.scenario) {
+    if (row.scenario && row.scenario !== row.model) {
       const scenario = document.createElement("div");
       scenario.className = "scenario";
       scenario.textContent = "scenario " + row.scenario;
