@@ -60,6 +60,11 @@ def script(n: int) -> dict[str, Episode]:
     return out
 
 
+def request(i: int) -> dict:
+    """Client i's request: its own model, and the messages the stand-in (like the real API) requires."""
+    return {"model": f"client{i:03d}", "messages": [{"role": "user", "content": "Count."}]}
+
+
 def first_content(events: list[TimedEvent]) -> tuple[float | None, str]:
     """Elapsed time of the first non-empty content delta, and the whole text."""
     first, text = None, []
@@ -83,8 +88,7 @@ async def run_async(base_url: str, n: int) -> list[Result]:
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     async with httpx.AsyncClient(limits=limits, trust_env=False) as shared:
         async def one(i: int) -> Result:
-            stream: AsyncEventStream = astream_chat(base_url, {"model": f"client{i:03d}"}, client=shared,
-                                                    read_timeout=10, deadline=30)
+            stream: AsyncEventStream = astream_chat(base_url, request(i), client=shared, read_timeout=10, deadline=30)
             try:
                 async with stream:
                     await stream.read_all()
@@ -103,7 +107,7 @@ def run_threads(base_url: str, n: int) -> list[Result]:
     start = threading.Barrier(n)
 
     def one(i: int) -> None:
-        stream: EventStream = stream_chat(base_url, {"model": f"client{i:03d}"}, read_timeout=10, deadline=30)
+        stream: EventStream = stream_chat(base_url, request(i), read_timeout=10, deadline=30)
         start.wait()
         try:
             with stream:  # each thread's stream makes (and closes) its own httpx.Client
