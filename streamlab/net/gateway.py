@@ -66,7 +66,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..core.breaker import Breaker, Health, Permit, history_text
-from ..core.endings import Ending
 from ..core.gatewaylog import log_line, log_record
 from ..core.policy import parse_retry_after
 from ..core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of
@@ -217,18 +216,16 @@ class GatewayState:
         with self.lock:
             return self.breakers[name].allow(self.config.clock())
 
-    def record(self, name: str, permit: Permit, failure: Failure | None, health: Health | None = None,
-               *, ending: Ending | None = None, content: Any = None, detail: str = "") -> None:
-        """Report an attempt to its upstream's breaker: a `Failure`, or a `health`/`ending` of a stream."""
+    def record(self, name: str, permit: Permit, result: Failure | Health, *, detail: str = "") -> None:
+        """Report an attempt to its upstream's breaker: a `Failure` (classified by its ending, status and
+        content), or the `Health` of a stream that was sent on."""
         with self.lock:
             breaker, now = self.breakers[name], self.config.clock()
-            if failure is not None:
-                breaker.record(permit, failure.ending, now, status=failure.status, content=failure.content,
-                               detail=failure.detail, retry_after=failure.retry_after)
-            elif health is not None:
-                breaker.record(permit, health, now, detail=detail)
+            if isinstance(result, Health):
+                breaker.record(permit, result, now, detail=detail)
             else:
-                breaker.record(permit, ending or Ending.COMPLETE, now, content=content, detail=detail)
+                breaker.record(permit, result.ending, now, status=result.status, content=result.content,
+                               detail=result.detail, retry_after=result.retry_after)
 
     def remember(self, response_id: str | None, upstream: str) -> None:
         """Note which upstream created a Responses response (the last `HOMES` are kept)."""

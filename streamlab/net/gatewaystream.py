@@ -148,7 +148,7 @@ class Exchange(Response):
         self.started = started
         self.status_code = 200
         self.background = None
-        self.model, self.wants_stream = _request_facts(request, body)
+        self.model = _request_facts(request, body)[0]
         rest = request.url.path[len("/v1"):]
         self.rest = rest + (f"?{request.url.query}" if request.url.query else "")
         self.headers_up = state.forward_headers(request)
@@ -228,7 +228,7 @@ class Exchange(Response):
                               status=response.status_code, body=obj, headers=headers,
                               retry_after=state.retry_after(response))
             return await self._failed(permit, failure, upstreams_left)
-        state.record(upstream.name, permit, None, Health.OK, detail=f"HTTP {response.status_code}, not a stream")
+        state.record(upstream.name, permit, Health.OK, detail=f"HTTP {response.status_code}, not a stream")
         self.tried.append(AttemptNote(upstream.name, "ok", response.status_code, Ending.NOT_EVENT_STREAM.value))
         self.answered_by = upstream.name
         if isinstance(obj, dict) and obj.get("object") == "response" and isinstance(obj.get("id"), str):
@@ -295,7 +295,7 @@ class Exchange(Response):
 
     def _client_left(self, name: str, permit: Permit, when: str) -> None:
         why = f"the client left {when}"
-        self.state.record(name, permit, None, Health.NEUTRAL, detail=why)
+        self.state.record(name, permit, Health.NEUTRAL, detail=why)
         self.tried.append(AttemptNote(name, "neutral", ending=Ending.CLIENT_GONE.value, detail=why))
         self.answered_by = name
         self.rs.client_gone(self.state.perf(), why)
@@ -464,7 +464,7 @@ class Exchange(Response):
         content = rs.accumulator.outcome()
         health = health_of(ending, content=content)
         if record:
-            self.state.record(name, permit, None, health, detail=detail or str(ending))
+            self.state.record(name, permit, health, detail=detail or str(ending))
         self.tried.append(AttemptNote(name, str(health), 200, ending.value, None if move is None else move.value,
                                       detail))
 
