@@ -11,6 +11,7 @@ Timing facts are orderings on scripted pauses far apart; states are waited on, n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -122,6 +123,23 @@ def test_a_primary_that_fails_after_the_first_event_makes_the_sdk_raise_with_no_
     assert (log["upstream"], log["failover"], log["outcome"], log["marked"]) == ("primary", False, "truncated", True)
     assert log["tried"][-1]["move"] == "marked_end"
     assert bench.backup.records() == []  # never asked
+
+
+def test_the_async_sdk_gets_the_backups_whole_answer_or_an_exception_never_both(bench):
+    async def read(model: str) -> tuple[str, str | None]:
+        seen: list[str] = []
+        async with openai.AsyncOpenAI(base_url=bench.gateway.base_url, api_key="async", max_retries=0) as client:
+            try:
+                stream = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
+                                                              stream=True)
+                async for chunk in stream:
+                    seen += [c.delta.content or "" for c in chunk.choices]
+            except openai.APIError as exc:
+                return "".join(seen), type(exc).__name__
+        return "".join(seen), None
+
+    assert asyncio.run(read("reset-first")) == (B_TEXT, None)
+    assert asyncio.run(read("cut-after-two")) == ("alpha beta ", "APIError")
 
 
 def test_failover_happens_exactly_up_to_the_first_event_at_every_cut_offset():
