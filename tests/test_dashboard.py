@@ -274,3 +274,33 @@ def test_the_dashboard_files_ship_in_the_wheel():
     assert '"streamlab.net" = ["static/*"]' in (root / "pyproject.toml").read_text(encoding="utf-8")
     assert {p.name for p in (root / "streamlab" / "net" / "static").iterdir()} >= {
         "dashboard.html", "dashboard.css", "dashboard.js"}
+
+
+def test_the_totals_kept_row_by_row_equal_a_count_over_every_row():
+    import random
+    import statistics
+
+    rng = random.Random(11)
+    b = board(max_learners=7)
+    open_requests: dict[int, str] = {}
+    for n in range(400):
+        if open_requests and rng.random() < 0.5:
+            request = rng.choice(sorted(open_requests))
+            key = open_requests.pop(request)
+            b.observe(Visit(key, request, True, ending=rng.choice(["complete", "cut", "http_error"]),
+                            retry=rng.choice([None, 0, 1]), ttft=rng.choice([None, rng.random()])))
+        else:
+            key = f"k{rng.randrange(10)}"
+            open_requests[n] = key
+            b.observe(Visit(key, n, False, model=rng.choice(["flaky", "x"])))
+        rows = json.loads(b.snapshot().data)["rows"]
+        ttfts = [r["ttft_ms"] for r in rows if r["ttft_ms"] is not None]
+        endings: dict[str, int] = {}
+        for r in rows:
+            for name, count in r["endings"].items():
+                endings[name] = endings.get(name, 0) + count
+        assert b.totals() == {
+            "learners": len(rows), "requests": sum(r["requests"] for r in rows),
+            "active": sum(r["active"] for r in rows), "retries": sum(r["retries"] for r in rows),
+            "endings": dict(sorted(endings.items())),
+            "ttft_p50_ms": round(statistics.median(ttfts), 1) if ttfts else None}, n

@@ -17,9 +17,9 @@ never reach the board; the one header it reads is the SDK's `x-stainless-retry-c
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
-import statistics
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,6 +114,7 @@ class Board:
         self.events: deque[tuple[int, BoardEvent]] = deque(maxlen=max_events)
         self.count = 0  # the number of the last event given (0: none yet)
         self.numbers = 0  # learners numbered so far
+        self._sums = _Sums()  # the totals, kept up to date row by row (a visit costs the same for 1 or 1,000 rows)
 
     @property
     def last_id(self) -> str:
@@ -126,18 +127,23 @@ class Board:
         if row is None:
             self.numbers += 1
             row = self.rows[visit.key] = Row(self.numbers, learner_label(visit.key, self.salt))
+            self._sums.add(row)
             while len(self.rows) > self.max_learners:
                 _, gone = self.rows.popitem(last=False)
+                self._sums.remove(gone)
                 out.append(self._add("forget", {"number": gone.number, "totals": self.totals()}))
         else:
             self.rows.move_to_end(visit.key)
+        self._sums.remove(row)
         _update(row, visit)
+        self._sums.add(row)
         out.append(self._add("learner", {"row": row.as_json(), "totals": self.totals()}))
         return out
 
     def reset(self) -> BoardEvent:
         """Forget every learner (the stand-in started over); the snapshot event that says so."""
         self.rows.clear()
+        self._sums = _Sums()
         self.count += 1
         event = self.snapshot()
         self.events.append((self.count, event))
@@ -157,15 +163,11 @@ class Board:
         return [event for n, event in self.events if n > after]
 
     def totals(self) -> dict[str, Any]:
-        rows = list(self.rows.values())
-        endings: Counter[str] = Counter()
-        for row in rows:
-            endings.update(row.endings)
-        ttfts = [row.ttft_ms for row in rows if row.ttft_ms is not None]
-        return {"learners": len(rows), "requests": sum(r.requests for r in rows),
-                "active": sum(r.active for r in rows), "retries": sum(r.retries for r in rows),
-                "endings": dict(sorted(endings.items())),
-                "ttft_p50_ms": round(statistics.median(ttfts), 1) if ttfts else None}
+        """The room's totals: learners, requests, streams in progress, retries, endings, median last TTFT."""
+        sums = self._sums
+        return {"learners": len(self.rows), "requests": sums.requests, "active": sums.active,
+                "retries": sums.retries, "endings": {k: v for k, v in sorted(sums.endings.items()) if v},
+                "ttft_p50_ms": sums.median_ttft()}
 
     def _number_of(self, last_id: str | None) -> int | None:
         if not last_id:
@@ -184,6 +186,39 @@ class Board:
         event = BoardEvent(self.last_id, kind, _json(payload))
         self.events.append((self.count, event))
         return event
+
+
+class _Sums:
+    """Sums over the rows, updated by taking a row out before it changes and adding it back after."""
+
+    def __init__(self) -> None:
+        self.requests = self.active = self.retries = 0
+        self.endings: Counter[str] = Counter()
+        self.ttfts: list[float] = []  # every row's last TTFT, sorted
+
+    def add(self, row: Row) -> None:
+        self._count(row, 1)
+        if row.ttft_ms is not None:
+            bisect.insort(self.ttfts, row.ttft_ms)
+
+    def remove(self, row: Row) -> None:
+        self._count(row, -1)
+        if row.ttft_ms is not None:
+            del self.ttfts[bisect.bisect_left(self.ttfts, row.ttft_ms)]
+
+    def _count(self, row: Row, sign: int) -> None:
+        self.requests += sign * row.requests
+        self.active += sign * row.active
+        self.retries += sign * row.retries
+        for name, n in row.endings.items():
+            self.endings[name] += sign * n
+
+    def median_ttft(self) -> float | None:
+        values, n = self.ttfts, len(self.ttfts)
+        if not n:
+            return None
+        middle = values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+        return round(middle, 1)
 
 
 def _update(row: Row, visit: Visit) -> None:
