@@ -27,6 +27,7 @@ from streamlab.core.script import (
     StoredResponse,
     Wait,
     error_episode,
+    paced,
 )
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="m")
@@ -337,3 +338,17 @@ def test_every_named_scenario_builds():
     assert set(scenario("all")) == {m for name in SCENARIOS for m in scenario(name)}
     with pytest.raises(ValueError, match="unknown scenario"):
         scenario("nope")
+
+
+def test_a_scripts_episode_is_turned_into_actions_once_and_forgotten_with_the_script():
+    room = Room({"m": Episode(paced(CHAT, gap=0.01))})
+    ask = {"model": "m", "messages": HI, "stream": True}
+    first, second = chat(room, ask, key="ada"), chat(room, ask, key="bob")
+    assert first.actions is second.actions and written(first) == b"".join(CHAT[:5] + CHAT[6:])
+    asked = chat(room, {**ask, "stream_options": {"include_usage": True}})
+    assert written(asked) == b"".join(CHAT)  # with and without the usage chunk: two different plays
+    resumed = chat(room, ask, headers={"Last-Event-ID": "x"})
+    assert written(resumed) == written(first)  # an unknown id resumes nothing
+    assert len(room.played) == 2  # one per (episode, usage chunk or not); the resumed play is not kept
+    room.set_scripts({"m": Episode([Send(CHAT[0])])})
+    assert not room.played and written(chat(room, ask)) == CHAT[0]

@@ -214,7 +214,9 @@ def _create_stream(room: Room, head: RequestHead, learner: str, ep: Episode, usa
         skip = skip_after_id(_payload(steps), resume_id)
         note = _with(note, resumed_after=resume_id if skip else None)
     cancel_key = (learner, ep.store_as) if ep.store_as else None
-    return Decision(Stream(ep.headers, steps_to_actions(steps, skip), cancel_key), note)
+    if skip or room.options.profile is not None:  # a profile's episode is made for this request: nothing to reuse
+        return Decision(Stream(ep.headers, steps_to_actions(steps, skip), cancel_key), note)
+    return Decision(Stream(ep.headers, _memo_actions(room, ep, steps, usage), cancel_key), note)
 
 
 def _memo_strip(room: Room, ep: Episode) -> tuple[Step, ...]:
@@ -222,6 +224,16 @@ def _memo_strip(room: Room, ep: Episode) -> tuple[Step, ...]:
     hit = room.memo.get(key)
     if hit is None:
         hit = room.memo[key] = (ep, strip_usage(ep.steps))
+    return hit[1]
+
+
+def _memo_actions(room: Room, ep: Episode, steps: tuple[Step, ...], usage: bool) -> tuple[Action, ...]:
+    """The actions that play a script's episode from its start, made once (a room of learners asks for the
+    same episodes again and again, often all at once)."""
+    key = (id(ep), usage)
+    hit = room.played.get(key)
+    if hit is None:
+        hit = room.played[key] = (ep, steps_to_actions(steps, 0))
     return hit[1]
 
 

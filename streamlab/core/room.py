@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from .actions import Action
 from .request import RequestHead
 from .script import Episode, ErrorEpisode, Script, ScriptValue, Step, StoredResponse, normalise_scripts
 
@@ -113,6 +114,7 @@ class Room:
         self.stored: dict[str, StoredResponse] = {}
         self.learners: OrderedDict[str, Learner] = OrderedDict()
         self.memo: dict[tuple[int, str], tuple[Episode, tuple[Step, ...]]] = {}
+        self.played: dict[tuple[int, bool], tuple[Episode, tuple[Action, ...]]] = {}  # see plan._memo_actions
         self.set_scripts(scripts, stored=stored)
 
     def set_scripts(self, scripts: Mapping[str, ScriptValue], *,
@@ -122,6 +124,7 @@ class Room:
         self.scripts = normal
         self.stored.update(kept)
         self.memo.clear()
+        self.played.clear()
         if reset:
             self.reset()
 
