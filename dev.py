@@ -13,6 +13,8 @@
     python3 dev.py check      re-run every notebook in memory; fail if committed outputs differ
     python3 dev.py bench      run the benchmarks (not part of the tests)
     python3 dev.py setup      only create / update .venv
+    python3 dev.py reset NN   put lab NN's notebook back as committed (notebooks/NN-*.ipynb; the edits in it are
+                              lost, so it asks first; --yes does not ask). Needs git, not .venv
 
 The environment lives in `.venv/` next to this file. It is (re)installed from pyproject.toml, with the
 exact versions in constraints.txt, whenever either file changes, so `git pull` followed by either command
@@ -147,9 +149,40 @@ def stress(extra: list[str]) -> None:
     run(PY, str(ROOT / "tools" / "stress.py"), *extra)
 
 
+def reset(extra: list[str]) -> None:
+    """Put one lab's notebook back as committed (`git checkout HEAD -- notebooks/NN-*.ipynb`), after asking: for a
+    learner whose notebook no longer runs. Standard library and git only, so it works in a Binder image too."""
+    names = [a for a in extra if a != "--yes"]
+    books = {p.name[:2]: p for p in notebooks([])}
+    lab = Path(names[0]).name.split("-")[0].zfill(2) if len(names) == 1 else ""  # 1, 01 or 01-sse-by-hand.ipynb
+    if lab not in books:
+        log(f"usage: python3 dev.py reset NN [--yes], NN one of: {' '.join(sorted(books))}")
+        sys.exit(2)
+    path = books[lab].relative_to(ROOT).as_posix()
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        log(f"resetting needs git and this repository's .git folder; otherwise fetch {path} again from the course")
+        sys.exit(2)
+    if subprocess.call([git, "diff", "--quiet", "HEAD", "--", path], cwd=ROOT) == 0:
+        log(f"{path} is already as committed: nothing to do")
+        return
+    if "--yes" not in extra:
+        try:
+            answer = input(f"Put {path} back as committed? Your changes to it are lost. [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            log(f"{path} left as it is")
+            return
+    run(git, "checkout", "HEAD", "--", path)
+    log(f"{path} is back as committed. In JupyterLab: File > Reload Notebook from Disk, then Kernel > Restart Kernel")
+
+
 def main() -> None:
     cmd, extra = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("help", [])
-    if cmd == "setup":
+    if cmd == "reset":
+        reset(extra)
+    elif cmd == "setup":
         setup()
     elif cmd == "lab":
         lab(extra)
