@@ -228,7 +228,8 @@ CELLS_JS = """
 })
 """
 
-# The state of a run: prompts of code cells and the kernel status the toolbar shows.
+# The state of a run: prompts of code cells, whether any cell shows an error (or stderr), and the status the
+# toolbar's execution indicator shows ("busy" while cells it scheduled remain, else the kernel's status).
 RUN_STATE_JS = """
 (panel) => {
   const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map((p) => p.textContent);
@@ -236,13 +237,17 @@ RUN_STATE_JS = """
     queued: prompts.filter((p) => p.includes('*')).length,
     numbered: prompts.filter((p) => /\\d/.test(p)).length,
     code: prompts.length,
+    stderr: !!panel.querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'),
     status: panel.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status || '',
   };
 }
 """
 
+# Done: nothing queued, the kernel idle, and either every code cell ran or one shows an error (a cell that
+# raises stops the run: JupyterLab unqueues the cells after it). The notebook must start without execution
+# counts (outputs stripped), so that a number in a prompt can only come from this run.
 RUN_DONE_JS = f"(panel) => {{ const s = ({RUN_STATE_JS})(panel); return s.numbered > 0 && s.queued === 0 && " \
-              "s.status === 'idle'; }"
+              "s.status === 'idle' && (s.numbered === s.code || s.stderr); }"
 
 KERNEL_TEXT = '.jp-StatusBar-TextItem[title^="Change kernel"]'
 
@@ -332,7 +337,8 @@ class NotebookPage:
 
     def restart_and_run_all(self, *, timeout: float = 300.0) -> None:
         """Kernel menu > "Restart Kernel and Run All Cells...", confirm, wait until every queued cell is done
-        and the kernel is idle (the run stops early at a cell that raises: its later cells are not run)."""
+        and the kernel is idle (the run stops early at a cell that raises: its later cells are not run).
+        The notebook must have been saved without execution counts (see RUN_DONE_JS)."""
         started = time.monotonic()
         self.menu_command("Kernel", "runmenu:restart-and-run-all")
         self.page.locator(".jp-Dialog .jp-mod-accept").click()

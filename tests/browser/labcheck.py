@@ -111,9 +111,6 @@ class LabRun:
     def cell(self, index: int) -> CellView:
         return next(c for c in self.cells if c.index == index)
 
-    def refresh(self) -> None:
-        self.cells = self.notebook.cells()
-
 
 # =====================================================================================================
 # Running a lab

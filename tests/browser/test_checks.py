@@ -28,6 +28,7 @@ from .labcheck import (
     check_widgets_render,
     check_widgets_respond,
     run_lab,
+    strip_outputs,
 )
 
 
@@ -66,15 +67,15 @@ def test_a_widget_shown_as_its_text_form_fails_naming_the_lab_and_the_cell(
     nb["cells"] = nb["cells"][:index + 1]  # the lab up to its first widget: enough, and quicker
     broken = json.loads(json.dumps(nb))
     broken["cells"][index]["source"] = _print_last_expression(_source(nb["cells"][index]))
-    broken["cells"][index]["outputs"] = []
     name = f"{lab.stem}.widget-as-text.ipynb"
-    (lab_root / name).write_text(json.dumps(broken), encoding="utf-8")
+    (lab_root / name).write_text(json.dumps(strip_outputs(broken)), encoding="utf-8")
 
     page = browser_context.new_page()
     try:
         run = run_lab(page, jupyterlab.url, name, Expectations.from_notebook(nb, name=lab.stem),
                       shots=artifacts / "checks")
         problems = check_widgets_render(run)
+        run.notebook.screenshot(artifacts / "checks" / f"{lab.stem}-cell-{index}-as-text.png", index=index)
     finally:
         page.close()
         jupyterlab.shutdown_kernels()
@@ -115,7 +116,7 @@ def test_each_check_reports_exactly_what_is_broken(browser_context, jupyterlab, 
                                                     artifacts: Path) -> None:
     nb = _control_notebook()
     name = "00-browser-controls.ipynb"
-    (lab_root / name).write_text(json.dumps(nb), encoding="utf-8")
+    (lab_root / name).write_text(json.dumps(strip_outputs(nb)), encoding="utf-8")
     page = browser_context.new_page()
     try:
         run = run_lab(page, jupyterlab.url, name, Expectations.from_notebook(nb, name="00-controls"),
