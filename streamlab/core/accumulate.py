@@ -66,6 +66,8 @@ __all__ = [
     "RESPONSES_KNOWN_EVENTS",
 ]
 
+_STR_OR_NULL = frozenset({str, type(None)})
+
 INCOMPLETE_FINISH_REASONS = frozenset({"length", "content_filter"})
 """Chat finish reasons that mean the answer was cut short on purpose (token limit, content filter)."""
 
@@ -149,7 +151,7 @@ class ChatAccumulator(EventReader):
         if event.event not in ("message", "error"):
             self.ignored_events += 1  # e.g. `event: ping`: not a chunk
             return
-        if event.data.strip() == "[DONE]":  # literal text, not JSON: test it before decoding
+        if len(event.data) < 16 and event.data.strip() == "[DONE]":  # literal text, not JSON: test it first
             self.saw_done = True
             return
         if event.event == "error" and not event.data.lstrip().startswith("{"):
@@ -184,31 +186,37 @@ class ChatAccumulator(EventReader):
             raise FrameError("a choice has no integer 'index'", event, self.events)
         i = choice["index"]
         self.choices.add(i)
-        delta = self._typed(choice.get("delta"), dict, f"choice {i}'s 'delta'", event) or {}
-        role = self._typed(delta.get("role"), str, f"choice {i}'s 'delta.role'", event)
+        delta = choice.get("delta")
+        if type(delta) is not dict:  # the checks call _typed only off the common path: this runs per delta
+            delta = self._typed(delta, dict, event, "choice {}'s 'delta'", i) or {}
+        role = delta.get("role")
         if role:  # a server may repeat it on every chunk; same value, no harm
-            self.role[i] = role
+            self.role[i] = self._typed(role, str, event, "choice {}'s 'delta.role'", i)
         for store, key in ((self._text, "content"), (self._refusal, "refusal")):
             piece = delta.get(key)
-            if isinstance(piece, str):  # null (or absent) on chunks that carry something else
+            if type(piece) is str:  # null (or absent) on chunks that carry something else
                 add_piece(store, i, piece)
-        fragments = self._typed(delta.get("tool_calls"), list, f"choice {i}'s 'delta.tool_calls'", event)
+        fragments = delta.get("tool_calls")
+        if fragments is not None and type(fragments) is not list:
+            self._typed(fragments, list, event, "choice {}'s 'delta.tool_calls'", i)
         for fragment in fragments or ():
             if not isinstance(fragment, dict) or not isinstance(fragment.get("index"), int):
                 raise FrameError(f"a tool-call fragment of choice {i} has no integer 'index'", event, self.events)
             self._fragment(i, fragment, event)
-        reason = self._typed(choice.get("finish_reason"), str, f"choice {i}'s 'finish_reason'", event)
+        reason = choice.get("finish_reason")
         if reason:  # null, or left out, until the choice ends
-            self.finish_reason[i] = reason
+            self.finish_reason[i] = self._typed(reason, str, event, "choice {}'s 'finish_reason'", i)
 
     def _fragment(self, choice: int, frag: dict[str, Any], event: SSEEvent) -> None:
         key = (choice, frag["index"])
-        what = f"tool call {key}"
-        call_id = self._typed(frag.get("id"), str, f"{what}'s 'id'", event)
-        kind = self._typed(frag.get("type"), str, f"{what}'s 'type'", event)
-        fn = self._typed(frag.get("function"), dict, f"{what}'s 'function'", event) or {}
-        name = self._typed(fn.get("name"), str, f"{what}'s 'function.name'", event)
-        arguments = self._typed(fn.get("arguments"), str, f"{what}'s 'function.arguments'", event)
+        fn = frag.get("function")
+        if type(fn) is not dict:
+            fn = self._typed(fn, dict, event, "tool call {}'s 'function'", key) or {}
+        call_id, kind, name, arguments = frag.get("id"), frag.get("type"), fn.get("name"), fn.get("arguments")
+        if not {type(call_id), type(kind), type(name), type(arguments)} <= _STR_OR_NULL:  # one C-level test
+            fields = ("id", "type", "function.name", "function.arguments")
+            for value, field in zip((call_id, kind, name, arguments), fields):
+                self._typed(value, str, event, "tool call {}'s '{}'", key, field)
         call = self.tool_calls.get(key)
         if call is None:
             call = self.tool_calls[key] = ToolCall(choice, frag["index"])
@@ -392,8 +400,8 @@ class ResponsesAccumulator(EventReader):
         elif kind in ("response.output_item.added", "response.output_item.done"):
             self._item(kind, obj, event)
         elif kind in RESPONSES_TERMINAL_STATUS:
-            resp = self._typed(obj.get("response"), dict, f"{kind}'s 'response'", event) or {}
-            details = self._typed(resp.get("incomplete_details"), dict, "'response.incomplete_details'", event) or {}
+            resp = self._typed(obj.get("response"), dict, event, "{}'s 'response'", kind) or {}
+            details = self._typed(resp.get("incomplete_details"), dict, event, "'response.incomplete_details'") or {}
             self.status = RESPONSES_TERMINAL_STATUS[kind]
             self.response = resp
             self.usage = resp.get("usage")
@@ -410,7 +418,7 @@ class ResponsesAccumulator(EventReader):
         item = self._need(obj, "item", kind, event, dict)
         arguments = item.get("arguments")
         if item.get("type") == "function_call":
-            arguments = self._typed(arguments, str, f"{kind}'s function_call 'arguments'", event)
+            arguments = self._typed(arguments, str, event, "{}'s function_call 'arguments'", kind)
         self.items[oi] = item
         if kind == "response.output_item.added":
             if item.get("type") == "function_call" and oi not in self._arguments:  # usually announced empty

@@ -19,7 +19,7 @@ from typing import Any
 from .errors import FrameError, ToolCallError
 from .sse import SSEEvent
 
-__all__ = ["joined", "add_piece", "GrownText", "short", "loads", "parse_arguments", "EventReader"]
+__all__ = ["joined", "add_piece", "GrownText", "short", "loads", "json_problem", "parse_arguments", "EventReader"]
 
 
 def joined(pieces: list[str]) -> str:
@@ -67,12 +67,17 @@ def loads(text: str, malformed: str) -> tuple[Any, str | None]:
     `malformed` words the common one (text that is not JSON at all)."""
     try:
         return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        return None, f"{malformed} ({exc})"
-    except ValueError as exc:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
-        return None, f"JSON that Python cannot read ({exc})"
-    except RecursionError:
-        return None, "JSON nested deeper than Python's recursion limit"
+    except (ValueError, RecursionError) as exc:
+        return None, json_problem(exc, malformed)
+
+
+def json_problem(exc: ValueError | RecursionError, malformed: str) -> str:
+    """What a failed `json.loads` means, in words (`malformed` for text that is not JSON at all)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{malformed} ({exc})"
+    if isinstance(exc, RecursionError):
+        return "JSON nested deeper than Python's recursion limit"
+    return f"JSON that Python cannot read ({exc})"  # e.g. "Exceeds the limit (4300 digits) for integer ..."
 
 
 def parse_arguments(arguments: str, what: str) -> dict[str, Any]:
@@ -99,15 +104,18 @@ class EventReader:
         self.cancelled = True
 
     def _decode(self, event: SSEEvent) -> dict[str, Any]:
-        obj, problem = loads(event.data, "not JSON")
-        if problem is not None:
-            raise FrameError(f"data is {problem}", event, self.events)
+        try:
+            obj = json.loads(event.data)
+        except (ValueError, RecursionError) as exc:  # see json_problem: more than JSONDecodeError can happen
+            raise FrameError(f"data is {json_problem(exc, 'not JSON')}", event, self.events) from None
         if not isinstance(obj, dict):
             raise FrameError(f"data is JSON but not an object (a {type(obj).__name__})", event, self.events)
         return obj
 
-    def _typed(self, value: Any, typ: type, what: str, event: SSEEvent) -> Any:
-        """`value` when it is null or of type `typ`; a FrameError naming `what` otherwise."""
+    def _typed(self, value: Any, typ: type, event: SSEEvent, what: str, *where: object) -> Any:
+        """`value` when it is null or of type `typ`; else a FrameError naming `what.format(*where)` (formatted only
+        then: this runs for every field of every event)."""
         if value is None or isinstance(value, typ):
             return value
-        raise FrameError(f"{what} must be {typ.__name__} or null, got {type(value).__name__}", event, self.events)
+        raise FrameError(f"{what.format(*where)} must be {typ.__name__} or null, got {type(value).__name__}",
+                         event, self.events)
