@@ -1,3 +1,5 @@
+"""`python -m streamlab`: the entry point that runs the command line (`streamlab.tools.cli`)."""
+
 import sys
 
 from .tools.cli import main

@@ -1,4 +1,4 @@
-"""The `streamlab` command line (also `python -m streamlab`).
+"""The `streamlab` command line, tools layer (also `python -m streamlab`).
 
 Subcommands import what they need lazily, so `streamlab --help` is instant and the sans-IO commands
 work without the I/O layers.
