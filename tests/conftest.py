@@ -45,7 +45,7 @@ OPENS_SOCKETS = re.compile(
 """Calls that open sockets: a test whose own source makes one is `net` even in a mostly pure module."""
 
 NOTEBOOK_MODULES = frozenset({"test_solutions"})
-NET_NOTEBOOKS = frozenset({"06-the-official-sdk.ipynb"})
+NET_NOTEBOOKS = frozenset({"06-the-official-sdk.ipynb", "07-capstone-relay.ipynb"})
 """Labs whose setup or solutions talk to a stand-in: their tests in NOTEBOOK_MODULES are `net` too."""
 BROWSER_MODULES = frozenset({"test_browser"})
 SLOW_MODULES = frozenset({"test_wheel"})
