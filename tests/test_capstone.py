@@ -582,9 +582,6 @@ def test_stage_4_ends_quietly_when_the_upstream_dies_and_the_sdk_returns_normall
     assert "the SDK returned normally with 10 of 33 characters" in text
 
 
-@pytest.mark.xfail(strict=True, reason="the relay checker's 'bytes leave before their event is complete' finds the "
-                   "first half of the split event inside the first event, which starts with the same bytes, so a "
-                   "relay that holds whole events passes it; fix pending in streamlab/net/relaychecks.py")
 def test_a_relay_that_holds_whole_events_fails_stage_1(no_leaked_threads):
     text = verdict("07.1", whole_events)
     assert text.startswith("Exercise 07.1: not yet: (1) bytes leave before their event is complete"), text
