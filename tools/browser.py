@@ -249,7 +249,15 @@ RUN_STATE_JS = """
 RUN_DONE_JS = f"(panel) => {{ const s = ({RUN_STATE_JS})(panel); return s.numbered > 0 && s.queued === 0 && " \
               "s.status === 'idle' && (s.numbered === s.code || s.stderr); }"
 
-KERNEL_TEXT = '.jp-StatusBar-TextItem[title^="Change kernel"]'
+# An opening notebook: how many cells the page shows, and the kernel status in the status bar
+# ("Python 3 (ipykernel) | Idle").
+OPEN_STATE_JS = """
+() => ({
+  cells: document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook')
+    ?.querySelectorAll('.jp-Cell').length ?? 0,
+  kernel: (document.querySelector('.jp-StatusBar-TextItem[title^="Change kernel"]')?.textContent || '').trim(),
+})
+"""
 
 # The kernel of the notebook shown is idle (nothing running: no cell, no widget callback).
 IDLE_JS = """
@@ -325,14 +333,19 @@ class NotebookPage:
 
     def open(self, *, cells: int, timeout: float = 180.0) -> None:
         """Load JupyterLab on this notebook (`?reset`: no other tab restored); wait until all `cells` are
-        in the page and its kernel is idle."""
+        in the page and its kernel is idle. Raises TimeoutError saying what the page showed instead."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
         started = time.monotonic()
         self.page.goto(f"{self.base_url}/lab/tree/{self.path}?reset", timeout=timeout * 1000)
-        self.page.wait_for_function(
-            "([sel, n]) => { const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');"
-            " const k = document.querySelector(sel); return !!nb && nb.querySelectorAll('.jp-Cell').length === n"
-            " && !!k && /\\| Idle$/.test(k.textContent.trim()); }",
-            arg=[KERNEL_TEXT, cells], timeout=timeout * 1000, polling=100)
+        try:
+            self.page.wait_for_function(f"(n) => {{ const s = ({OPEN_STATE_JS})(); return s.cells === n && "
+                                        "/\\| Idle$/.test(s.kernel); }", arg=cells, timeout=timeout * 1000,
+                                        polling=100)
+        except PlaywrightTimeout:
+            state = self.page.evaluate(OPEN_STATE_JS)
+            raise TimeoutError(f"{self.path} did not open within {timeout:.0f} s: the page shows {state['cells']} "
+                               f"cells (expected {cells}), kernel status {state['kernel']!r}") from None
         self.timings["open"] = time.monotonic() - started
 
     def restart_and_run_all(self, *, timeout: float = 300.0) -> None:

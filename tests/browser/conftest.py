@@ -2,8 +2,9 @@
 
 Selection. These tests start a JupyterLab server and a browser and take minutes, so the unit runs never
 collect them: `pytest`, `pytest --nbval`, `python3 dev.py test` and `python3 dev.py stress` (-m net) skip this
-folder without importing it. They run when asked for, by a `-m` expression that names `browser` or by a path
-inside tests/browser: `python3 dev.py browser` runs `pytest tests/browser -m browser`. Every test here is
+folder's test modules without importing them. They run when asked for, by a `-m` expression that names
+`browser` (`-m "not browser"` collects and then deselects them) or by a path inside tests/browser:
+`python3 dev.py browser` runs `pytest tests/browser -m browser`. Every test here is
 marked `browser`, `net` (loopback sockets: the JupyterLab server, the stand-in) and `slow`.
 
 This file imports only the standard library and tools/browser.py at its top, since the unit runs load it too
@@ -11,8 +12,9 @@ This file imports only the standard library and tools/browser.py at its top, sin
 
 Fixtures (session-wide, started once): `chromium` (the system executable; the run fails with the install
 command when there is none), `browser_context` (headless Chromium through Playwright, 1280x800),
-`lab_root` (a temporary copy of notebooks/ with outputs stripped, so the committed labs are never touched by
-JupyterLab's autosave), `jupyterlab` (a private server on it, see tools/browser.py), `artifacts` (the folder
+`committed_labs` (every lab's JSON, read once: what the checks expect), `lab_root` (a temporary copy of
+notebooks/ made from it with outputs stripped, so the committed labs are never touched by JupyterLab's
+autosave), `jupyterlab` (a private server on it, see tools/browser.py), `artifacts` (the folder
 for screenshots and the server log: $STREAMLAB_BROWSER_ARTIFACTS, or a new temporary folder; printed at the
 start and at the end of the run).
 """
@@ -113,16 +115,22 @@ def browser_context(chromium: str) -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def committed_labs() -> dict[str, dict]:
+    """Every notebook of notebooks/ as committed (outputs included), read once: the labs' expectations and the
+    copies JupyterLab serves come from this one snapshot, even if a lab is edited while the suite runs."""
+    return {path.name: json.loads(path.read_text(encoding="utf-8")) for path in sorted(NOTEBOOKS.glob("*.ipynb"))}
+
+
+@pytest.fixture(scope="session")
+def lab_root(tmp_path_factory: pytest.TempPathFactory, committed_labs: dict[str, dict]) -> Path:
     """A copy of notebooks/ (labs stripped of outputs, as a learner's fresh run starts) for JupyterLab to serve."""
     from .labcheck import strip_outputs  # imports Playwright: only when the browser tests run
 
     root = tmp_path_factory.mktemp("labs")
+    for name, nb in committed_labs.items():
+        (root / name).write_text(json.dumps(strip_outputs(nb), indent=1), encoding="utf-8")
     for path in sorted(NOTEBOOKS.iterdir()):
-        if path.suffix == ".ipynb":
-            nb = json.loads(path.read_text(encoding="utf-8"))
-            (root / path.name).write_text(json.dumps(strip_outputs(nb), indent=1), encoding="utf-8")
-        elif path.is_file():
+        if path.is_file() and path.suffix != ".ipynb":
             shutil.copy2(path, root / path.name)
     return root
 

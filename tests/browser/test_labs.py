@@ -67,12 +67,14 @@ def save_readme_screenshot(run: LabRun, path: Path) -> None:
 
 
 @pytest.fixture(scope="module", params=LABS, ids=[p.stem for p in LABS])
-def lab_run(request: pytest.FixtureRequest, browser_context, jupyterlab, artifacts: Path) -> Iterator[LabRun]:
+def lab_run(request: pytest.FixtureRequest, browser_context, jupyterlab, committed_labs: dict[str, dict],
+            artifacts: Path) -> Iterator[LabRun]:
     """One lab, run once through the UI; every test below reads the same run."""
     path: Path = request.param
+    expect = Expectations.from_notebook(committed_labs[path.name], name=path.stem)
     page = browser_context.new_page()
     try:
-        run = run_lab(page, jupyterlab.url, path.name, Expectations.read(path), shots=artifacts)
+        run = run_lab(page, jupyterlab.url, path.name, expect, shots=artifacts)
         yield run
         target = os.environ.get(README_SCREENSHOT_ENV)
         if target and path.stem.startswith(README_LAB):
