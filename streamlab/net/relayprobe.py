@@ -60,6 +60,10 @@ class CheckOptions:
         if not (0 < self.keepalive and 4 * self.keepalive < self.read_timeout):
             raise ValueError(f"the keep-alive checks stall the upstream for 4 x keepalive ({4 * self.keepalive:g} s), "
                              f"which must stay under read_timeout ({self.read_timeout:g} s)")
+        if self.read_timeout < HALF_GAP + 0.5:
+            raise ValueError(f"the halves check leaves the upstream silent for {HALF_GAP:g} s inside an event; "
+                             f"read_timeout ({self.read_timeout:g} s) must exceed it by at least 0.5 s, or a relay "
+                             "would rightly give up on a healthy upstream")
         unknown = set(self.requirements) - {1, 2, 3, 4, 5}
         if unknown:
             raise ValueError(f"requirements are numbered 1-5, got {sorted(unknown)}")
