@@ -129,7 +129,8 @@ def test_raw_offsets_step_over_the_chunk_framing():
 
 def learner_relay(upstream: str, sink: list[dict[str, Any]], *, flaw: str = "") -> Starlette:
     """A relay as a learner writes one (StreamingResponse + httpx + RelayedStream), with one `flaw`:
-    "buffers", "ignores-disconnects", "no-keepalives", "naive-keepalives", "silent-death" or "no-summary"."""
+    "buffers", "ignores-disconnects", "no-keepalives", "naive-keepalives", "silent-death", "no-summary", or
+    "endless" (keeps a stalled stream open with keep-alives for ever, never ending it)."""
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
@@ -177,7 +178,7 @@ async def _pump(rs: RelayedStream, queue: asyncio.Queue[Any], reader: asyncio.Fu
                 item = await asyncio.wait_for(queue.get(), KEEPALIVE)
             except asyncio.TimeoutError:
                 now = time.perf_counter()
-                if now - last < READ_TIMEOUT:
+                if now - last < READ_TIMEOUT or flaw == "endless":
                     beat = {"no-keepalives": b"", "naive-keepalives": b": keep-alive\n\n"}.get(flaw, rs.keepalive(now))
                     if beat:
                         yield beat
@@ -235,6 +236,14 @@ def test_a_broken_relay_fails_on_the_requirement_it_breaks(flaw, broken, kept, f
     assert report.holds(kept) is True, report.render()
     assert failing in {r.name for r in report.failures}, report.render()
     assert not report.ok
+
+
+@net
+def test_a_relay_that_never_ends_a_stalled_stream_fails_and_the_checker_still_finishes(no_leaked_threads):
+    report = check(lambda up: running(lambda u, s: learner_relay(u, s, flaw="endless"), up), (4,), fuzz_runs=0)
+    assert report.holds(4) is False, report.render()
+    stalls = [r for r in report.failures if "stall" in r.name]
+    assert stalls and "never ended" in report.render(), report.render()
 
 
 @net

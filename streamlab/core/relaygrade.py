@@ -195,9 +195,16 @@ class SdkResult:
     message: str = ""
 
 
+GAVE_UP = "CheckerGaveUp"
+"""`SdkResult.raised` when the checker itself closed a stream that outlived its deadline: a relay that keeps a
+client waiting for ever (keep-alives after the upstream died, say) fails, it does not pass as "the SDK raised"."""
+
+
 def grade_sdk(result: SdkResult, *, expected_text: str, must_raise: bool) -> tuple[bool, str]:
     """On an upstream death the SDK must raise, never return normally; otherwise it must return the whole
     text, identical."""
+    if result.raised == GAVE_UP:
+        return False, f"the stream never ended: {result.message}"
     if must_raise:
         if result.raised is None:
             return False, f"the SDK returned normally with {len(result.text)} of {len(expected_text)} characters"

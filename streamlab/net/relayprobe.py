@@ -11,6 +11,7 @@ themselves are in `streamlab.net.relaychecks`.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import openai
 from ..core import shapes
 from ..core.endings import Outcome
 from ..core.relaygrade import (
+    GAVE_UP,
     CheckResult,
     RelayReport,
     SdkResult,
@@ -174,16 +176,45 @@ def _request(dialect: str, model: str) -> tuple[str, dict[str, Any]]:
     return "responses", {"model": model, "stream": True, "input": "hi"}
 
 
+def deadline_for(timeout: float) -> float:
+    """The longest a checker stream may last in all: a healthy relay ends every scripted stream well inside it."""
+    return 3 * timeout
+
+
+@contextlib.contextmanager
+def _watchdog(seconds: float, close: Callable[[], None]) -> Iterator[threading.Event]:
+    """Call `close` (from a timer thread) if the block outlives `seconds`; the event says whether it fired.
+    Keep-alive comments defeat a per-read timeout, so only an overall deadline ends a relay that never stops."""
+    fired = threading.Event()
+
+    def give_up() -> None:
+        fired.set()
+        with contextlib.suppress(Exception):
+            close()
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()
+        timer.join()
+
+
 def raw_stream(base_url: str, model: str, dialect: str, *, timeout: float, leave_after: int | None = None) -> RawResult:
     """POST a streaming request with httpx and read the raw body; with `leave_after=N` hang up once N events
-    arrived (0: right after the status line)."""
+    arrived (0: right after the status line). A stream that outlives `deadline_for(timeout)` is closed and
+    recorded as an error."""
     path, body = _request(dialect, model)
     result = RawResult(sent_at=time.perf_counter())
     data = bytearray()
+    fired = threading.Event()
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), trust_env=False) as client:
             with client.stream("POST", f"{base_url}/{path}", json=body,
-                               headers={"Authorization": "Bearer relay-check"}) as response:
+                               headers={"Authorization": "Bearer relay-check"}) as response, \
+                    _watchdog(deadline_for(timeout), response.close) as fired:
                 result.status = response.status_code
                 if leave_after != 0:
                     for chunk in response.iter_raw():
@@ -192,9 +223,15 @@ def raw_stream(base_url: str, model: str, dialect: str, *, timeout: float, leave
                         if leave_after is not None and len(parse(bytes(data))[0]) >= leave_after:
                             break
                     else:
-                        result.complete = True
+                        result.complete = not fired.is_set()
     except httpx.HTTPError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
+    except Exception:  # closing from the watchdog may surface as any error of the reading side
+        if not fired.is_set():
+            raise
+    if fired.is_set():
+        result.complete = False
+        result.error = f"the checker gave up after {deadline_for(timeout):g} s: the stream never ended"
     result.closed_at = time.perf_counter()
     result.body = bytes(data)
     return result
@@ -205,17 +242,27 @@ def sdk_stream(base_url: str, model: str, dialect: str, *, timeout: float) -> tu
     status (from the exception for an error status)."""
     client = openai.OpenAI(base_url=base_url, api_key="relay-check", max_retries=0, timeout=timeout)
     text: list[str] = []
+    fired = threading.Event()
+    gave_up = SdkResult("", GAVE_UP, f"the checker gave up after {deadline_for(timeout):g} s")
     try:
         if dialect == "chat":
-            for chunk in client.chat.completions.create(model=model, stream=True,
-                                                        messages=[{"role": "user", "content": "hi"}]):
-                text += [c.delta.content or "" for c in chunk.choices]
+            stream: Any = client.chat.completions.create(model=model, stream=True,
+                                                         messages=[{"role": "user", "content": "hi"}])
+            with _watchdog(deadline_for(timeout), stream.response.close) as fired:
+                for chunk in stream:
+                    text += [c.delta.content or "" for c in chunk.choices]
         else:
-            for event in client.responses.create(model=model, input="hi", stream=True):
-                if event.type == "response.output_text.delta":
-                    text.append(event.delta)
+            stream = client.responses.create(model=model, input="hi", stream=True)
+            with _watchdog(deadline_for(timeout), stream.response.close) as fired:
+                for event in stream:
+                    if event.type == "response.output_text.delta":
+                        text.append(event.delta)
+        if fired.is_set():
+            return SdkResult("".join(text), gave_up.raised, gave_up.message), 200
         return SdkResult("".join(text)), 200
     except Exception as exc:  # whatever the SDK raises is the evidence: a raise is never a normal return
+        if fired.is_set():
+            return SdkResult("".join(text), gave_up.raised, gave_up.message), 200
         return SdkResult("".join(text), type(exc).__name__, str(exc)), getattr(exc, "status_code", 200)
     finally:
         client.close()
