@@ -79,6 +79,7 @@ def test_a_widget_shown_as_its_text_form_fails_naming_the_lab_and_the_cell(
     finally:
         page.close()
         jupyterlab.shutdown_kernels()
+    (artifacts / "checks" / f"{lab.stem}-widget-as-text.txt").write_text("\n".join(problems) + "\n")
     where = f"lab {lab.stem}, cell {index} ("
     assert any(p.startswith(where) and "shows the text form of a widget" in p for p in problems), problems
     assert any(p.startswith(where) and "shows 0 rendered widget(s)" in p for p in problems), problems
