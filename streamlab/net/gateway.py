@@ -71,7 +71,7 @@ from ..core.policy import parse_retry_after
 from ..core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of
 from .gatewaymetrics import CONTENT_TYPE, GatewayMetrics
 from .gatewaystream import Exchange, Failure
-from .relay import _FORWARD_REQUEST, _FORWARD_RESPONSE, DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT, AppServer
+from .relay import _FORWARD_REQUEST, _FORWARD_RESPONSE, DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT, ServedApp
 
 __all__ = ["Upstream", "upstreams_from", "GatewayConfig", "Gateway", "build_gateway_app", "serve_gateway",
            "stop_gateway", "ManualClock", "DEFAULT_NAMES", "LOGGER", "HOMES"]
@@ -320,7 +320,7 @@ def build_gateway_app(config: GatewayConfig) -> Starlette:
     return app
 
 
-class Gateway:
+class Gateway(ServedApp):
     """A gateway on a background thread (uvicorn), as a context manager.
 
     `upstreams`: base URLs, or `NAME=URL`, in order of preference (see `upstreams_from`). The keywords are
@@ -335,55 +335,13 @@ class Gateway:
                  max_resumes: int = 2, clock: Callable[[], float] = time.monotonic,
                  capture: str | Path | None = None, host: str = "127.0.0.1", port: int = 0,
                  on_log: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self._on_log = on_log
-        self._logs: list[dict[str, Any]] = []
-        self._cond = threading.Condition()
         self.config = GatewayConfig(upstreams_from(upstreams), keepalive=keepalive, read_timeout=read_timeout,
                                     failure_threshold=failure_threshold, cooldown=cooldown, max_resumes=max_resumes,
                                     clock=clock, capture=None if capture is None else Path(capture),
                                     on_log=self._record)
-        self._app = build_gateway_app(self.config)
-        self._state: GatewayState = self._app.state.gateway
-        self._server = AppServer(self._app, host=host, port=port, name="gateway")
-
-    def _record(self, record: dict[str, Any]) -> None:
-        with self._cond:
-            self._logs.append(record)
-            self._cond.notify_all()
-        if self._on_log is not None:
-            self._on_log(record)
-
-    def start(self) -> Gateway:
-        """Bind (a busy port fails here, in the caller's thread) and serve on a background thread."""
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        """End running streams (each gets its marked final event), stop serving, join the thread. Idempotent."""
-        if not self._server.running:
-            return
-        state = self._state
-        if state.loop is not None and state.stopping is not None and not state.loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                state.loop.call_soon_threadsafe(state.stopping.set)
-        self._server.stop()
-
-    def __enter__(self) -> Gateway:
-        if not self._server.running:
-            self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        return self._server.port
-
-    @property
-    def base_url(self) -> str:
-        """What a client uses as its base URL: `http://HOST:PORT/v1`."""
-        return f"{self._server.url}/v1"
+        app = build_gateway_app(self.config)
+        self._state: GatewayState = app.state.gateway
+        self._serve(app, self._state, host=host, port=port, name="gateway", on_record=on_log)
 
     @property
     def metrics_url(self) -> str:
@@ -396,21 +354,13 @@ class Gateway:
     @property
     def logs(self) -> list[dict[str, Any]]:
         """Every finished request's log record so far, in the order they finished."""
-        with self._cond:
-            return list(self._logs)
+        return self._recorded()
 
     summaries = logs  # the relay's name for the same thing (`streamlab relay` prints either)
 
     def wait_for_logs(self, count: int, timeout: float = 5.0) -> bool:
         """Block until at least `count` log records are written; False on timeout."""
-        end = time.monotonic() + timeout
-        with self._cond:
-            while len(self._logs) < count:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-            return True
+        return self._wait_for_records(count, timeout)
 
     @property
     def breakers(self) -> dict[str, Breaker]:

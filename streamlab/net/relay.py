@@ -48,7 +48,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import uvicorn
@@ -441,36 +441,48 @@ class AppServer:
         return f"http://{host}:{self.port}"
 
 
-class Relay:
-    """The reference relay on a background thread (uvicorn), as a context manager.
+_Served = TypeVar("_Served", bound="ServedApp")
 
-    `upstream` is the base URL to forward to; `keepalive`, `read_timeout`, `capture` as in `RelayConfig`;
-    `on_summary` is called with each summary dict (on the server's thread). `base_url` is what a client
-    uses (`http://127.0.0.1:PORT/v1`); `summaries` holds every finished stream's summary, in order.
-    Stopping ends streams still running (with the marked final event), closes every connection and joins
-    the thread.
+
+class ServedApp:
+    """What the relay and the gateway share: an ASGI app served by `AppServer` on a background thread, as a
+    context manager, and the finished streams' records (summaries, log lines) kept in order for callers.
+
+    A subclass builds its app, then calls `_serve(app, state, ...)`, where `state` carries the app's event loop
+    and `stopping` event once it runs; `_record` is what the app calls with each finished stream's record.
     """
 
-    def __init__(self, upstream: str, *, keepalive: float | None = DEFAULT_KEEPALIVE,
-                 read_timeout: float = DEFAULT_READ_TIMEOUT, capture: str | Path | None = None,
-                 host: str = "127.0.0.1", port: int = 0,
-                 on_summary: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self._on_summary = on_summary
-        self._summaries: list[dict[str, Any]] = []
+    def _serve(self, app: Any, state: Any, *, host: str, port: int, name: str,
+               on_record: Callable[[dict[str, Any]], None] | None) -> None:
+        self._app = app
+        self._state = state
+        self._on_record = on_record
+        self._records: list[dict[str, Any]] = []
         self._cond = threading.Condition()
-        self.config = RelayConfig(upstream, keepalive=keepalive, read_timeout=read_timeout,
-                                  capture=None if capture is None else Path(capture), on_summary=self._record)
-        self._app = build_app(self.config)
-        self._server = AppServer(self._app, host=host, port=port, name="relay")
+        self._server = AppServer(app, host=host, port=port, name=name)
 
-    def _record(self, summary: dict[str, Any]) -> None:
+    def _record(self, record: dict[str, Any]) -> None:
         with self._cond:
-            self._summaries.append(summary)
+            self._records.append(record)
             self._cond.notify_all()
-        if self._on_summary is not None:
-            self._on_summary(summary)
+        if self._on_record is not None:
+            self._on_record(record)
 
-    def start(self) -> Relay:
+    def _recorded(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return list(self._records)
+
+    def _wait_for_records(self, count: int, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        with self._cond:
+            while len(self._records) < count:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def start(self: _Served) -> _Served:
         """Bind (a busy port fails here, in the caller's thread) and serve on a background thread."""
         self._server.start()
         return self
@@ -479,13 +491,13 @@ class Relay:
         """End running streams (each gets its marked final event), stop serving, join the thread. Idempotent."""
         if not self._server.running:
             return
-        app: _App = self._app.state.relay
-        if app.loop is not None and app.stopping is not None and not app.loop.is_closed():
+        state = self._state
+        if state.loop is not None and state.stopping is not None and not state.loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop may close between the check and the call
-                app.loop.call_soon_threadsafe(app.stopping.set)
+                state.loop.call_soon_threadsafe(state.stopping.set)
         self._server.stop()
 
-    def __enter__(self) -> Relay:
+    def __enter__(self: _Served) -> _Served:
         if not self._server.running:
             self.start()
         return self
@@ -502,22 +514,34 @@ class Relay:
         """What a client uses as its base URL: `http://HOST:PORT/v1`."""
         return f"{self._server.url}/v1"
 
+
+class Relay(ServedApp):
+    """The reference relay on a background thread (uvicorn), as a context manager.
+
+    `upstream` is the base URL to forward to; `keepalive`, `read_timeout`, `capture` as in `RelayConfig`;
+    `on_summary` is called with each summary dict (on the server's thread). `base_url` is what a client
+    uses (`http://127.0.0.1:PORT/v1`); `summaries` holds every finished stream's summary, in order.
+    Stopping ends streams still running (with the marked final event), closes every connection and joins
+    the thread.
+    """
+
+    def __init__(self, upstream: str, *, keepalive: float | None = DEFAULT_KEEPALIVE,
+                 read_timeout: float = DEFAULT_READ_TIMEOUT, capture: str | Path | None = None,
+                 host: str = "127.0.0.1", port: int = 0,
+                 on_summary: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.config = RelayConfig(upstream, keepalive=keepalive, read_timeout=read_timeout,
+                                  capture=None if capture is None else Path(capture), on_summary=self._record)
+        app = build_app(self.config)
+        self._serve(app, app.state.relay, host=host, port=port, name="relay", on_record=on_summary)
+
     @property
     def summaries(self) -> list[dict[str, Any]]:
         """Every finished stream's summary so far, in the order they finished."""
-        with self._cond:
-            return list(self._summaries)
+        return self._recorded()
 
     def wait_for_summaries(self, count: int, timeout: float = 5.0) -> bool:
         """Block until at least `count` summaries are written; False on timeout."""
-        end = time.monotonic() + timeout
-        with self._cond:
-            while len(self._summaries) < count:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-            return True
+        return self._wait_for_records(count, timeout)
 
     @staticmethod
     def summary_line(summary: dict[str, Any]) -> str:

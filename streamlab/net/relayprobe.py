@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import openai
+from openai.types.responses import ResponseTextDeltaEvent
 
 from ..core import shapes
 from ..core.endings import Outcome
@@ -254,9 +255,7 @@ def sdk_stream(base_url: str, model: str, dialect: str, *, timeout: float) -> tu
         else:
             stream = client.responses.create(model=model, input="hi", stream=True)
             with _watchdog(deadline_for(timeout), stream.response.close) as fired:
-                for event in stream:
-                    if event.type == "response.output_text.delta":
-                        text.append(event.delta)
+                text += [event.delta for event in stream if isinstance(event, ResponseTextDeltaEvent)]
         if fired.is_set():
             return SdkResult("".join(text), gave_up.raised, gave_up.message), 200
         return SdkResult("".join(text)), 200
