@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["exercise", "check", "verdict", "NotAttempted", "Exercise", "registry", "load_lab",
+__all__ = ["exercise", "check", "verdict", "NotAttempted", "Exercise", "registry", "load_lab", "function_answer",
            "labs_with_exercises"]
 
 
@@ -80,6 +80,16 @@ def load_lab(ex_id: str) -> Exercise:
     if problem is not None:
         raise KeyError(f"no exercise {ex_id!r}: {problem}")
     return _REGISTRY[ex_id]
+
+
+def function_answer(answer: Any, name: str) -> Callable[..., Any]:
+    """The learner's function, for a checker: `...` (the untouched stub) is not attempted yet, anything that
+    is not callable is a clear wrong answer."""
+    if answer is Ellipsis:
+        raise NotAttempted
+    if not callable(answer):
+        raise AssertionError(f"{name} should be a function, got {type(answer).__name__}")
+    return answer
 
 
 def verdict(ex_id: str, answer: Any) -> str:

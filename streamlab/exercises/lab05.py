@@ -13,13 +13,12 @@ code the lab runs against the stand-in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ..core.cursor import SequenceCursor
 from ..core.errors import SequenceError
 from ..core.policy import AttemptResult, RetryPolicy
-from . import NotAttempted, exercise
+from . import NotAttempted, exercise, function_answer
 
 ACTIONS = ("retry", "restart", "resume", "report")
 
@@ -77,17 +76,9 @@ def check_retry_or_not(answer: Any) -> None:
         raise AssertionError(f"{len(wrong)} of 5 not right yet. First: {wrong[0]}")
 
 
-def _callable(answer: Any, name: str) -> Callable[..., Any]:
-    if answer is Ellipsis:
-        raise NotAttempted
-    if not callable(answer):
-        raise AssertionError(f"{name} should be a function, got {type(answer).__name__}")
-    return answer
-
-
 @exercise("05.2", "should_retry")
 def check_should_retry(answer: Any) -> None:
-    fn = _callable(answer, "should_retry")
+    fn = function_answer(answer, "should_retry")
     policy = RetryPolicy(max_attempts=100, seed=0)
     cases = [(s, 0) for s in (None, 400, 401, 403, 404, 408, 409, 422, 429, 500, 502, 503, 504)]
     cases += [(None, 1), (None, 40), (503, 2), (429, 1)]
@@ -116,7 +107,7 @@ def _payload(seq: int | None, kind: str = "response.output_text.delta") -> dict[
 
 @exercise("05.3", "resume_cursor")
 def check_resume_cursor(answer: Any) -> None:
-    fn = _callable(answer, "resume_cursor")
+    fn = function_answer(answer, "resume_cursor")
     cases: list[tuple[str, list[dict[str, Any]]]] = [
         ("nothing handled yet", []),
         ("events 0..5", [_payload(n) for n in range(6)]),

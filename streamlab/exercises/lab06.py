@@ -24,7 +24,7 @@ from ..core import shapes
 from ..core.errors import IdleTimeout
 from ..net.sdk import SDKStreamView, read_sdk_stream
 from ..net.standin import Cut, End, Episode, KeepAlive, Send, StandIn, Wait, error_episode, paced
-from . import NotAttempted, exercise
+from . import NotAttempted, exercise, function_answer
 
 OUTCOMES = ("complete", "incomplete", "failed", "truncated", "cancelled")
 REASONS = ("succeeded", "not retryable", "out of retries", "stream broke")
@@ -36,14 +36,6 @@ ASK: dict[str, Any] = {"messages": [{"role": "user", "content": "What is the ans
 
 def _sends(frames: Sequence[bytes]) -> list[Send]:
     return [Send(frame) for frame in frames]
-
-
-def _callable(answer: Any, name: str) -> Callable[..., Any]:
-    if answer is Ellipsis:
-        raise NotAttempted
-    if not callable(answer):
-        raise AssertionError(f"{name} should be a function, got {type(answer).__name__}")
-    return answer
 
 
 def _call(fn: Callable[..., Any], label: str, *args: Any, **kwargs: Any) -> Any:
@@ -96,7 +88,7 @@ OUTCOME_CASES: list[tuple[str, list[Any], int | None, str]] = [
 
 @exercise("06.1", "sdk_outcome")
 def check_sdk_outcome(answer: Any) -> None:
-    fn = _callable(answer, "sdk_outcome")
+    fn = function_answer(answer, "sdk_outcome")
     scripts = {f"case{n}": Episode(steps) for n, (_, steps, _, _) in enumerate(OUTCOME_CASES)}
     with _sdk(scripts, max_retries=0, timeout=10) as (server, client):
         for n, (label, _, stop_after, hint) in enumerate(OUTCOME_CASES):
@@ -184,7 +176,7 @@ def _play_calls(client: openai.OpenAI, model: str, calls: list[dict[str, Any]]) 
 
 @exercise("06.2", "retry_story")
 def check_retry_story(answer: Any) -> None:
-    fn = _callable(answer, "retry_story")
+    fn = function_answer(answer, "retry_story")
     scripts = {model: episodes for model, _, episodes, _, _ in RETRY_CASES}
     with _sdk(scripts, timeout=10) as (server, client):
         for model, label, _, calls, want in RETRY_CASES:
@@ -256,7 +248,7 @@ def _tokens(usage: Any) -> Any:
 
 @exercise("06.3", "safe_read")
 def check_safe_read(answer: Any) -> None:
-    fn = _callable(answer, "safe_read")
+    fn = function_answer(answer, "safe_read")
     scripts = {f"case{n}": Episode(steps) for n, (_, steps, _) in enumerate(SAFE_CASES)}
     with _sdk(scripts, max_retries=0, timeout=10) as (server, client):
         for n, (label, _, must_leave) in enumerate(SAFE_CASES):

@@ -45,7 +45,7 @@ from ..core.relaygrade import RelayReport
 from ..core.relaysummary import dialect_of
 from ..net.relay import AppServer
 from ..net.relaycheck import RelayUnderTest, check_relay
-from . import NotAttempted, exercise
+from . import NotAttempted, exercise, function_answer
 
 __all__ = ["StreamInfo", "Body", "relay_app", "learner_relay", "between_events", "KEEPALIVE", "READ_TIMEOUT",
            "DEADLINE", "CHECKER", "STAGES", "attempted", "grade_my_relay"]
@@ -251,10 +251,7 @@ def attempted(body: Any) -> bool:
 
 
 def _body(answer: Any, name: str) -> Body:
-    if answer is Ellipsis:
-        raise NotAttempted
-    if not callable(answer):
-        raise AssertionError(f"{name} should be a function, got {type(answer).__name__}")
+    function_answer(answer, name)
     if not attempted(answer):
         raise NotAttempted
     if not inspect.isasyncgenfunction(answer):

@@ -28,7 +28,7 @@ from ..core.grading import grade
 from ..core.profiles import ANSWER_PIECES, PROFILE_NAMES, PROFILES, answer_episode, apply_profile
 from ..core.script import ErrorEpisode
 from ..core.sse import parse
-from . import NotAttempted, exercise
+from . import NotAttempted, exercise, function_answer
 
 ANSWER = "".join(ANSWER_PIECES)
 CALL = ("get_weather", {"location": "Paris, France"})
@@ -102,14 +102,6 @@ def read_cases() -> tuple[ReadCase, ...]:
     return tuple(cases)
 
 
-def _callable(answer: Any, name: str) -> Callable[..., Any]:
-    if answer is Ellipsis:
-        raise NotAttempted
-    if not callable(answer):
-        raise AssertionError(f"{name} should be a function, got {type(answer).__name__}")
-    return answer
-
-
 def _call(fn: Callable[..., Any], label: str, *args: Any) -> Any:
     try:
         return fn(*args)
@@ -133,7 +125,7 @@ def _normalised(result: Any, label: str) -> dict[str, Any]:
 
 @exercise("08.1", "defensive_read")
 def check_defensive_read(answer: Any) -> None:
-    fn = _callable(answer, "defensive_read")
+    fn = function_answer(answer, "defensive_read")
     for case in read_cases():
         for seed in range(2):
             got = _normalised(_call(fn, case.label, case.chunks(seed)), case.label)
@@ -192,7 +184,7 @@ def gate_cases() -> tuple[tuple[str, dict[str, Any], tuple[str, ...], int], ...]
 
 @exercise("08.2", "ci_gate")
 def check_ci_gate(answer: Any) -> None:
-    fn = _callable(answer, "ci_gate")
+    fn = function_answer(answer, "ci_gate")
     for label, doc, depends_on, want in gate_cases():
         got = _call(fn, label, json.loads(json.dumps(doc)), depends_on)
         if got != want:

@@ -14,7 +14,7 @@ under every way of cutting them the check tries. Nothing here opens a socket.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from ..core import shapes
 from ..core.accumulate import ChatAccumulator, replay
 from ..core.endings import Outcome
 from ..core.fuzz import chunks_at
-from . import NotAttempted, exercise
+from . import NotAttempted, exercise, function_answer
 
 __all__ = ["Capture", "CAPTURES", "CAUSES", "EXPECTED", "READ_CASES", "expected_answer"]
 
@@ -173,7 +173,7 @@ def expected_answer(chunks: Sequence[bytes]) -> tuple[str, bool]:
 
 @exercise("09.2", "read_answer")
 def check_read_answer(answer: Any) -> None:
-    fn = _callable(answer, "read_answer")
+    fn = function_answer(answer, "read_answer")
     for k, (name, frames) in enumerate(_STREAMS.items()):
         raw = b"".join(frames)
         want = expected_answer([raw])
@@ -196,9 +196,4 @@ def check_read_answer(answer: Any) -> None:
                 raise AssertionError(f"{label}: complete={got[1]}, expected {want[1]} ({why})")
 
 
-def _callable(answer: Any, name: str) -> Callable[..., Any]:
-    if answer is Ellipsis:
-        raise NotAttempted
-    if not callable(answer):
-        raise AssertionError(f"{name} should be a function, got {type(answer).__name__}")
-    return answer
+
