@@ -560,6 +560,23 @@ def test_the_command_line_prints_its_address_proxies_and_stops_on_ctrl_c_or_sigt
     assert "cut down after 10 bytes" in out and "stopped after 1 connection" in out
 
 
+def test_sigterm_right_after_the_address_line_still_stops_cleanly():
+    """The handler is installed before the address is printed: a script that kills the proxy as soon as it
+    has read the address gets the closing report, not Python's default death by signal."""
+    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "chaos", "--upstream", "127.0.0.1:9"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("streamlab chaos: 127.0.0.1:")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "stopped after 0 connections" in out
+
+
 def test_the_command_line_help_documents_every_option(capsys):
     with pytest.raises(SystemExit) as info:
         cli_main(["chaos", "--help"])

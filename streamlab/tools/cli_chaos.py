@@ -62,16 +62,6 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
                            reset_after=args.reset_after, stall_after=args.stall_after)
     except FaultSpecError as exc:
         args.parser.error(str(exc))
-    try:
-        proxy.start()
-    except OSError as exc:
-        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 1
-    host, port = proxy.address
-    print(f"streamlab chaos: {host}:{port} -> {args.upstream[0]}:{args.upstream[1]} ({proxy.faults.describe()})")
-    if not args.quiet:
-        print("Ctrl-C stops it. One line per finished connection follows.")
-    sys.stdout.flush()
     printed: set[int] = set()  # numbers of the connections already reported
 
     def unreported(records: list[ConnectionRecord]) -> list[ConnectionRecord]:
@@ -86,8 +76,20 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         if records:  # forget the numbers that have left the proxy's ring of records
             printed.difference_update([n for n in printed if n < records[0].number])
 
+    # Before the address is printed: a script that reads the address and soon sends SIGTERM must find the
+    # handler installed, not Python's default (which kills the process without the closing report).
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        signal.signal(signal.SIGTERM, _interrupt)
+        proxy.start()
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    try:  # from here on, Ctrl-C or SIGTERM always ends with the proxy stopped and the closing report
+        host, port = proxy.address
+        print(f"streamlab chaos: {host}:{port} -> {args.upstream[0]}:{args.upstream[1]} ({proxy.faults.describe()})")
+        if not args.quiet:
+            print("Ctrl-C stops it. One line per finished connection follows.")
+        sys.stdout.flush()
         while True:
             proxy.wait_until(lambda records: bool(unreported(records)), timeout=0.5)
             report()
