@@ -547,6 +547,25 @@ def test_cli_standin_serves_a_scenario_until_ctrl_c():
             proc.communicate()
 
 
+def test_cli_standin_stops_cleanly_on_sigterm():
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "standin", "--scenario", "ttft", "--port", "0",
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "streamlab stand-in" in proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)  # what `kill`, a process manager or a container stop sends
+        out, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+        assert "stopped after 0 request(s)" in out and "Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def test_cli_standin_help_list_and_bad_scenario():
     import subprocess
     import sys

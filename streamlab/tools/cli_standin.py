@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import queue
+import signal
 import sys
 import threading
 from typing import Any
@@ -144,6 +145,7 @@ def _cmd_standin(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _interrupt)  # a script's `kill` stops it as cleanly as Ctrl-C
     try:
         server = StandIn(script, host=args.host, port=args.port, usage="scripted" if args.lenient else "requested",
                          require_input=not args.lenient, max_record_bytes=64 * 1024, profile=args.profile).start()
@@ -153,10 +155,10 @@ def _cmd_standin(args: argparse.Namespace) -> int:
     finished: queue.Queue[Any] | None = None if args.quiet else queue.Queue()
     if finished is not None:
         server.subscribe(finished.put)
-    addresses = room_addresses() if args.host in _EVERY_INTERFACE else []
-    print(banner(args.scenario, args.host, server.port, script, addresses=addresses, quiet=args.quiet,
-                 profile=args.profile), flush=True)
     try:
+        addresses = room_addresses() if args.host in _EVERY_INTERFACE else []
+        print(banner(args.scenario, args.host, server.port, script, addresses=addresses, quiet=args.quiet,
+                     profile=args.profile), flush=True)
         _follow(finished)
     except KeyboardInterrupt:
         pass
@@ -166,6 +168,10 @@ def _cmd_standin(args: argparse.Namespace) -> int:
         print(_line(finished.get_nowait()), flush=True)
     print(f"stopped after {server.totals().requests} request(s)", flush=True)
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def register(sub: Any) -> None:
