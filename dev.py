@@ -8,10 +8,12 @@
     python3 dev.py browser    set up .venv if needed, then the labs in JupyterLab in headless Chromium (tests/browser;
                               Chromium from the OS packages: apt-get install -y chromium)
     python3 dev.py stress     run the socket-using tests (-m net) N times beside CPU hogs; report failures
-                              (--runs N, default 20; --hogs K, default one per core; -- PYTEST_ARGS)
+                              (--runs N, default 20; --hogs K, default one per core; --full: the whole
+                              `dev.py test` each run; -- PYTEST_ARGS)
     python3 dev.py execute    re-run every notebook in place in a fresh kernel (the canonical outputs)
     python3 dev.py check      re-run every notebook in memory; fail if committed outputs differ
-    python3 dev.py bench      run the benchmarks (not part of the tests)
+    python3 dev.py bench      the parser, accumulator and client-memory benchmarks against their peers (not
+                              tests); `bench NAME [ARGS]` runs benchmarks/bench_NAME.py alone, e.g. bench room
     python3 dev.py setup      only create / update .venv
     python3 dev.py reset NN   put lab NN's notebook back as committed (notebooks/NN-*.ipynb; the edits in it are
                               lost, so it asks first; --yes does not ask). Needs git, not .venv
@@ -144,6 +146,31 @@ def browser(extra: list[str]) -> None:
     run(PY, "-m", "pytest", "tests/browser", "-m", "browser", "-rs", *extra)
 
 
+# The figures issue 10 asks for, each against its peers in the same run: parser throughput (openai SDK decoder,
+# httpx-sse, sseclient-py), rebuilding 100,000 deltas (naive concatenation, the SDK's stream state), and the
+# client's peak memory over 200,000 events (the official SDK).
+BENCHES = ("parsers", "accumulate", "client_memory")
+
+
+def bench(extra: list[str]) -> None:
+    """`dev.py bench` runs the three in a row; `dev.py bench NAME [ARGS]` runs benchmarks/bench_NAME.py alone."""
+    setup()
+    if extra and not extra[0].startswith("-"):
+        name, extra = extra[0].removeprefix("bench_").removesuffix(".py"), extra[1:]
+        if not (ROOT / "benchmarks" / f"bench_{name}.py").exists():
+            names = sorted(p.stem.removeprefix("bench_") for p in (ROOT / "benchmarks").glob("bench_*.py"))
+            log(f"no benchmark {name!r}; one of: {' '.join(names)}")
+            sys.exit(2)
+        run(PY, str(ROOT / "benchmarks" / f"bench_{name}.py"), *extra)
+        return
+    if extra:
+        log("options go to one benchmark: python3 dev.py bench NAME [OPTIONS], e.g. bench parsers --quick")
+        sys.exit(2)
+    for name in BENCHES:
+        log(f"benchmarks/bench_{name}.py")
+        run(PY, str(ROOT / "benchmarks" / f"bench_{name}.py"))
+
+
 def stress(extra: list[str]) -> None:
     setup()
     run(PY, str(ROOT / "tools" / "stress.py"), *extra)
@@ -196,8 +223,7 @@ def main() -> None:
         setup()
         run(PY, str(ROOT / "tools" / "notebooks.py"), cmd, *[str(p) for p in notebooks(extra)])
     elif cmd == "bench":
-        setup()
-        run(PY, str(ROOT / "benchmarks" / "bench_parsers.py"), *extra)
+        bench(extra)
     else:
         print(__doc__)
         sys.exit(0 if cmd in ("help", "-h", "--help") else 2)

@@ -5,7 +5,7 @@ Run it (never from pytest; it prints numbers, it asserts nothing about speed):
     .venv/bin/python benchmarks/bench_parsers.py            # the full run, 1 to 2 minutes
     .venv/bin/python benchmarks/bench_parsers.py --clock cpu  # CPU time: steadier when the machine is busy
     .venv/bin/python benchmarks/bench_parsers.py --quick    # a smoke run, a few seconds
-    python3 dev.py bench                                    # the same full run via the dev script
+    python3 dev.py bench parsers                            # the same full run via the dev script
 
 What it measures, all in one process so that every ratio compares numbers taken on the same machine
 in the same minute:
