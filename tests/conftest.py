@@ -128,6 +128,7 @@ CHAT = shapes.chat_text_stream(WORDS, model="m")
 RESP_WORDS = ["alpha ", "beta ", "gamma ", "delta"]
 RESP = shapes.responses_text_stream(RESP_WORDS, model="r")
 HELLO = shapes.chat_text_stream(WORDS)  # the same answer under the default model name
+ASK = [{"role": "user", "content": "hi"}]  # the smallest Chat request body the real API accepts
 LONG_PIECES = [f"t{i:03d} " for i in range(200)]  # long enough to cancel or cut in the middle
 
 
@@ -160,13 +161,19 @@ def wait_until(condition: Callable[[], object], *, timeout: float = 5.0, what: s
 
 @pytest.fixture
 def no_leaked_threads():
-    """The test must leave the thread count where it found it: servers joined, no watchdog left behind."""
-    before = threading.active_count()
+    """The test must end every thread it started: servers joined, no watchdog left behind. Threads are compared
+    as a set, not counted: a thread an earlier test left finishing may end during this one without hiding a
+    thread this test leaked (a count would see 3 - 1 + 1 and pass, or fail this test for the other's thread)."""
+    before = set(threading.enumerate())
+
+    def started_here() -> list[str]:
+        return [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+
     yield
     deadline = time.monotonic() + 5
-    while threading.active_count() > before and time.monotonic() < deadline:
+    while started_here() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert threading.active_count() == before, [t.name for t in threading.enumerate()]
+    assert not started_here(), f"threads this test started are still running: {started_here()}"
 
 
 # -- a running stand-in ----------------------------------------------------------------------------------

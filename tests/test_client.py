@@ -11,6 +11,7 @@ import tracemalloc
 import httpx
 import pytest
 
+from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
 from streamlab.core.errors import ENDING_ERRORS, SSELimitError
@@ -112,7 +113,7 @@ def text_of(events: list[TimedEvent]) -> str:
 
 
 def test_sync_stream_yields_timed_events_in_order(server):
-    with stream_chat(server.base_url, {"model": "m", "messages": []}) as stream:
+    with stream_chat(server.base_url, {"model": "m", "messages": ASK}) as stream:
         events = list(stream)
     assert stream.end_reason == "complete" and not stream.mid_event and stream.error is None
     assert [e.event for e in events] == parse(b"".join(CHAT))[0]
@@ -127,7 +128,7 @@ def test_sync_stream_yields_timed_events_in_order(server):
     assert events[0].type == "message" and events[-1].data == "[DONE]"
     assert stream.events == events
     server.wait_idle()
-    assert server.records()[0].json == {"model": "m", "messages": [], "stream": True}
+    assert server.records()[0].json == {"model": "m", "messages": ASK, "stream": True}
 
 
 def test_async_stream_yields_the_same_events(server):

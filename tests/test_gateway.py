@@ -23,6 +23,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.gatewaylog import LOG_FIELDS, tokens_of
 from streamlab.core.relaysummary import SUMMARY_FIELDS
@@ -176,7 +177,7 @@ def test_failover_happens_exactly_up_to_the_first_event_at_every_cut_offset():
 def test_a_slow_first_event_gets_keepalives_and_can_still_fail_over(bench):
     with httpx.Client(timeout=10) as client:
         with client.stream("POST", f"{bench.gateway.base_url}/chat/completions",
-                           json={"model": "late-cut", "stream": True, "messages": []}) as r:
+                           json={"model": "late-cut", "stream": True, "messages": ASK}) as r:
             assert r.status_code == 200  # the head went out with the first keep-alive
             raw = r.read()
     assert raw.startswith(b": keep-alive\n\n")
@@ -190,7 +191,7 @@ def test_a_slow_first_event_gets_keepalives_and_can_still_fail_over(bench):
 def test_when_every_upstream_fails_after_the_head_went_out_the_stream_ends_marked(bench):
     with httpx.Client(timeout=10) as client:
         with client.stream("POST", f"{bench.gateway.base_url}/chat/completions",
-                           json={"model": "late-cut-both", "stream": True, "messages": []}) as r:
+                           json={"model": "late-cut-both", "stream": True, "messages": ASK}) as r:
             raw = r.read()
     assert r.status_code == 200 and raw.startswith(b": keep-alive\n\n")  # too late for a 503: a marked end
     events, truncated = parse(raw)
@@ -239,7 +240,7 @@ def test_a_background_response_cut_after_its_first_events_is_resumed_on_the_same
 def test_a_client_that_leaves_closes_the_upstream(bench):
     with httpx.Client(timeout=10) as client:
         with client.stream("POST", f"{bench.gateway.base_url}/chat/completions",
-                           json={"model": "hang", "stream": True, "messages": []}) as r:
+                           json={"model": "hang", "stream": True, "messages": ASK}) as r:
             next(r.iter_raw())
     assert bench.primary.wait_until(lambda rs: rs and rs[-1].outcome == "client_gone")
     assert last_log(bench.gateway, 1)["outcome"] == "cancelled"
@@ -306,9 +307,9 @@ def test_when_every_breaker_is_open_the_answer_is_503_with_retry_after():
     with StandIn({"m": error_episode(503, "down")}) as a, StandIn({"m": error_episode(502, "bad gateway")}) as b, \
             Gateway([a.base_url, b.base_url], failure_threshold=1, cooldown=30, clock=ManualClock()) as gw, \
             httpx.Client(timeout=10) as client:
-        first = client.post(f"{gw.base_url}/chat/completions", json={"model": "m", "stream": True, "messages": []})
+        first = client.post(f"{gw.base_url}/chat/completions", json={"model": "m", "stream": True, "messages": ASK})
         assert first.status_code == 502  # the last upstream's own answer, passed on
-        second = client.post(f"{gw.base_url}/chat/completions", json={"model": "m", "stream": True, "messages": []})
+        second = client.post(f"{gw.base_url}/chat/completions", json={"model": "m", "stream": True, "messages": ASK})
         assert second.status_code == 503 and second.headers["retry-after"] == "30"
         assert second.json()["error"]["code"] == "upstreams_unavailable"
         assert gw.wait_for_logs(2) and [t["result"] for t in gw.logs[1]["tried"]] == ["refused", "refused"]
@@ -426,7 +427,7 @@ def test_stopping_the_gateway_mid_stream_ends_it_marked_and_leaves_nothing_behin
     with StandIn({"hang": Episode([Send(P_FRAMES[0]), Send(P_FRAMES[1]), Stall()])}) as server:
         gw = Gateway([server.base_url, server.base_url + "/"], keepalive=None).start()
         with httpx.Client(timeout=10) as client:
-            body = {"model": "hang", "stream": True, "messages": []}
+            body = {"model": "hang", "stream": True, "messages": ASK}
             with client.stream("POST", f"{gw.base_url}/chat/completions", json=body) as r:
                 it = r.iter_raw()
                 got = next(it)

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.actions import Close, Pause, Reply, Stream, Write, reply_ending, stream_ending
 from streamlab.core.endings import Ending
@@ -153,8 +154,9 @@ def test_routes_come_from_one_table_with_one_405_and_one_404():
     (b"[" * 100_000, {}, "nested too deeply", None),
     (b"1" * 5000, {}, "not valid JSON", None),
     (b"[1]", {}, "must be a JSON object", None),
-    (b'{"messages": []}', {}, "model", "model"),
-    (b'{"model": "m", "messages": []}', {"Content-Type": "text/plain"}, "Content-Type", None),
+    (b'{"messages": [{"role": "user", "content": "hi"}]}', {}, "model", "model"),
+    (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}', {"Content-Type": "text/plain"}, "Content-Type",
+     None),
 ])
 def test_bad_bodies_get_a_400_not_an_exception(body, headers, fragment, param):
     reply = chat(Room({"m": Episode()}), body, headers=headers)
@@ -176,7 +178,7 @@ def test_require_input_refuses_chat_without_messages_and_responses_without_input
     assert chat(room, {"model": "m", "messages": "hi"}).body["error"]["code"] == "invalid_type"
     reply = plan(room, request("POST", "/v1/responses", {"model": "m"})).action
     assert reply.status == 400 and reply.body["error"]["param"] == "input"
-    assert isinstance(chat(room, {"model": "m", "messages": [], "stream": True}), Stream)
+    assert isinstance(chat(room, {"model": "m", "messages": ASK, "stream": True}), Stream)
     assert room.requests_for("m") == 1  # refused requests do not use up an episode
     lenient = Room({"m": Episode([Send(f) for f in CHAT])}, options=Options(require_input=False))
     assert isinstance(chat(lenient, {"model": "m", "stream": True}), Stream)

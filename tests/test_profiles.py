@@ -13,6 +13,7 @@ import json
 import httpx
 import pytest
 
+from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.conformance import CHECK_IDS, ProbeResult, Status, probes_for
 from streamlab.core.grading import grade
@@ -125,7 +126,7 @@ def test_the_broken_profile_says_it_is_no_real_server() -> None:
 
 
 def test_a_profile_keeps_the_timing_and_the_untouched_bytes() -> None:
-    request = {"model": "m", "messages": [], "stream": True, "stream_options": {"include_usage": True}}
+    request = {"model": "m", "messages": ASK, "stream": True, "stream_options": {"include_usage": True}}
     answer = answer_episode("chat", request)
     assert apply_profile(PROFILES["openai"], answer, dialect="chat", request=request).steps == answer.steps
     changed = apply_profile(PROFILES["vllm"], answer, dialect="chat", request=request)
@@ -135,7 +136,7 @@ def test_a_profile_keeps_the_timing_and_the_untouched_bytes() -> None:
 
 
 def test_the_documented_usage_rule_and_the_profiles_own() -> None:
-    plain = {"model": "m", "messages": [], "stream": True}
+    plain = {"model": "m", "messages": ASK, "stream": True}
     asked = dict(plain, stream_options={"include_usage": True})
     answer = answer_episode("chat", plain)
     for name, without, with_ in [("openai", False, True), ("ollama", False, False), ("llamacpp", True, True)]:
@@ -147,7 +148,7 @@ def test_the_documented_usage_rule_and_the_profiles_own() -> None:
 
 
 def test_the_variations_change_bytes_but_break_no_promise() -> None:
-    tools = {"model": "m", "messages": [], "stream": True,
+    tools = {"model": "m", "messages": ASK, "stream": True,
              "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
                  "type": "object", "properties": {"location": {"type": "string"}}}}}]}
     ctx = Context("chat", tools)

@@ -12,6 +12,7 @@ import time
 import openai  # a declared dependency: a missing SDK must fail, not skip
 import pytest
 
+from conftest import ASK
 from streamlab.core import shapes
 from streamlab.net.standin import Episode, Send, StandIn, error_episode, paced
 
@@ -88,7 +89,7 @@ def test_responses_stream_helper_accumulates(client):
 def test_sdk_retries_a_429_then_streams(server):
     with openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=2) as client:
         t0 = time.perf_counter()
-        stream = client.chat.completions.create(model="flaky", messages=[], stream=True)
+        stream = client.chat.completions.create(model="flaky", messages=ASK, stream=True)
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         elapsed = time.perf_counter() - t0
     assert text == "Hello w\u00f6rld"
@@ -106,7 +107,7 @@ def test_sdk_retries_a_503_for_responses(server):
 
 def test_sdk_without_retries_raises_the_scripted_error(server, client):
     with pytest.raises(openai.RateLimitError) as info:
-        client.chat.completions.create(model="flaky", messages=[], stream=True)
+        client.chat.completions.create(model="flaky", messages=ASK, stream=True)
     assert info.value.status_code == 429 and info.value.code == "rate_limit_exceeded"
     assert "slow down" in str(info.value)
     assert info.value.response.headers["retry-after-ms"] == "30"
@@ -115,21 +116,21 @@ def test_sdk_without_retries_raises_the_scripted_error(server, client):
 def test_sdk_never_retries_a_400(server):
     with openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=3) as client:
         with pytest.raises(openai.BadRequestError) as info:
-            client.chat.completions.create(model="never", messages=[], stream=True)
+            client.chat.completions.create(model="never", messages=ASK, stream=True)
     assert info.value.param == "messages"
     assert server.requests_for("never") == 1
 
 
 def test_sdk_unknown_model_is_not_found(client):
     with pytest.raises(openai.NotFoundError) as info:
-        client.chat.completions.create(model="gpt-nothing", messages=[], stream=True)
+        client.chat.completions.create(model="gpt-nothing", messages=ASK, stream=True)
     assert info.value.code == "model_not_found"
 
 
 def test_async_sdk_streams(server):
     async def run() -> str:
         async with openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=2) as client:
-            stream = await client.chat.completions.create(model="flaky", messages=[], stream=True)
+            stream = await client.chat.completions.create(model="flaky", messages=ASK, stream=True)
             return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
     assert asyncio.run(run()) == "Hello w\u00f6rld"

@@ -19,6 +19,7 @@ import pytest
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseTextDeltaEvent
 
+from conftest import ASK as ONE_MESSAGE
 from streamlab.core import shapes
 from streamlab.core.accumulate import ChatAccumulator
 from streamlab.core.endings import Ending, Outcome
@@ -372,7 +373,7 @@ CALLS = shapes.chat_tool_call_stream(interleave=False)
 
 
 def helper_tool_calls(client: openai.OpenAI, model: str) -> tuple[list[tuple[int, str, str]], Any]:
-    with client.chat.completions.stream(model=model, messages=[], tools=TOOLS) as helper:
+    with client.chat.completions.stream(model=model, messages=ONE_MESSAGE, tools=TOOLS) as helper:
         done = [(e.index, e.name, e.arguments) for e in helper if e.type == "tool_calls.function.arguments.done"]
         return done, helper.get_final_completion()
 
@@ -387,7 +388,8 @@ def test_the_helper_announces_sequential_tool_calls_as_done() -> None:
 def test_get_final_completion_of_a_cut_stream_hands_out_unfinished_tool_calls() -> None:
     with sdk({"cut": Episode(sends(CALLS[:7]) + [End()])}) as (_, client):
         done, final = helper_tool_calls(client, "cut")
-        result = read_sdk_stream(client.chat.completions.create(model="cut", messages=[], tools=TOOLS, stream=True))
+        result = read_sdk_stream(client.chat.completions.create(model="cut", messages=ONE_MESSAGE, tools=TOOLS,
+                                                                stream=True))
     assert done == [(0, "get_weather", '{"location": "Paris, France"}')]  # no done event for get_time
     assert final.choices[0].finish_reason is None
     assert [json.loads(t.function.arguments) for t in final.choices[0].message.tool_calls] == [
@@ -400,9 +402,10 @@ def test_get_final_completion_of_a_cut_stream_hands_out_unfinished_tool_calls() 
 def test_the_helper_announces_an_interleaved_call_as_done_too_early() -> None:
     interleaved = shapes.chat_tool_call_stream(interleave=True)
     with sdk({"i": Episode(sends(interleaved))}) as (_, client):
-        with client.chat.completions.stream(model="i", messages=[], tools=TOOLS) as helper:
+        with client.chat.completions.stream(model="i", messages=ONE_MESSAGE, tools=TOOLS) as helper:
             first = next(e for e in helper if e.type == "tool_calls.function.arguments.done")
-        result = read_sdk_stream(client.chat.completions.create(model="i", messages=[], tools=TOOLS, stream=True))
+        result = read_sdk_stream(client.chat.completions.create(model="i", messages=ONE_MESSAGE, tools=TOOLS,
+                                                                stream=True))
     assert (first.name, first.arguments) == ("get_weather", "")
     assert result.outcome is Outcome.COMPLETE
     assert [(c.name, json.loads(c.arguments), c.complete) for c in result.tool_calls] == [
@@ -447,7 +450,7 @@ def test_obfuscation_and_moderation_fields_pass_through() -> None:
     script = {"r": Episode(sends(shapes.responses_frames(events))),
               "c": Episode([Send(shapes.sse_frame(shapes.to_json(chunk))), Send(shapes.chat_done())])}
     with sdk(script) as (_, client):
-        got = list(client.chat.completions.create(model="c", messages=[], stream=True))
+        got = list(client.chat.completions.create(model="c", messages=ONE_MESSAGE, stream=True))
         deltas = [e for e in client.responses.create(model="r", input="x", stream=True) if e.type.endswith(".delta")]
         result = read_sdk_stream(client.responses.create(model="r", input="x", stream=True))
     assert got[0].obfuscation == "k9Pw81" and got[0].choices[0].delta.content == "Hi"
@@ -512,7 +515,7 @@ def test_the_view_refuses_what_it_cannot_read_from_the_first_byte() -> None:
         with pytest.raises(ValueError, match="first byte"):
             SDKStreamView(stream)
         stream.close()
-        with client.chat.completions.stream(model="m", messages=[]) as helper:
+        with client.chat.completions.stream(model="m", messages=ONE_MESSAGE) as helper:
             with pytest.raises(TypeError, match="stream=True"):
                 SDKStreamView(helper)
     with pytest.raises(TypeError):

@@ -152,7 +152,7 @@ def test_non_streaming_gets_one_json_body_after_the_thinking_time():
     steps = paced(CHAT, first=0.15, gap=0.01) + [Stall(0.01)]
     with StandIn({"m": Episode(steps)}) as server, httpx.Client() as client:
         t0 = time.perf_counter()
-        r = post(client, server, "chat/completions", {"model": "m", "messages": []})
+        r = post(client, server, "chat/completions", {"model": "m", "messages": HI})
         elapsed = time.perf_counter() - t0
         server.wait_idle()  # the record is completed just after the last byte is handed to the client
         assert elapsed >= Episode(steps).thinking_time
@@ -261,7 +261,8 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
         ("POST", "/v1/chat/completions", b"[1, 2]", {}, 400, "must be a JSON object"),
         ("POST", "/v1/chat/completions", b'{"stream": true}', {}, 400, "model"),
         ("POST", "/v1/chat/completions", b'{"model": 7}', {}, 400, "model"),
-        ("POST", "/v1/chat/completions", b'{"model": "nope", "messages": []}', {}, 404, "does not exist"),
+        ("POST", "/v1/chat/completions", b'{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}', {}, 404,
+         "does not exist"),
         ("POST", "/v1/responses", b"", {}, 400, "missing request body"),
         ("GET", "/v1/chat/completions", b"", {}, 405, "use POST"),
         ("DELETE", "/v1/responses/resp_x", b"", {}, 405, "use GET"),

@@ -108,10 +108,11 @@ def test_stop_during_a_final_stall_records_stopped_and_never_ends_the_body_clean
 
 @pytest.mark.parametrize(("path", "body", "headers", "fragment"), [
     ("chat/completions", b"[" * 100_000, {}, "nested too deeply"),
-    ("chat/completions", b'{"model": "m", "messages": []}', {"Content-Type": "text/plain"}, "Content-Type"),
+    ("chat/completions", b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+     {"Content-Type": "text/plain"}, "Content-Type"),
     ("chat/completions", b'{"model": "m", "stream": true}', {}, "'messages'"),
     ("responses", b'{"model": "m", "stream": true}', {}, "'input'"),
-    ("chat/completions", b'{"messages": []}', {}, "model"),
+    ("chat/completions", b'{"messages": [{"role": "user", "content": "hi"}]}', {}, "model"),
 ])
 def test_bad_requests_get_an_openai_shaped_400_and_a_finished_record(path, body, headers, fragment):
     # usage="scripted": the request after the refusal must get every scripted byte, the usage chunk included
@@ -124,8 +125,52 @@ def test_bad_requests_get_an_openai_shaped_400_and_a_finished_record(path, body,
         assert server.wait_idle()
         (rec,) = server.records()
         assert rec.outcome is Ending.HTTP_ERROR and rec.status == 400
-        ok = client.post(server.url("chat/completions"), json={"model": "m", "messages": [], "stream": True})
+        ok = client.post(server.url("chat/completions"), json=ASK)
         assert ok.status_code == 200 and ok.content == b"".join(CHAT)
+
+
+@pytest.mark.parametrize(("body", "message", "param", "code"), [
+    ({"model": "m", "messages": [], "stream": True},
+     "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+     "messages", "empty_array"),
+    ({"model": "m", "messages": "hi", "stream": True},
+     "Invalid type for 'messages': expected an array of objects, but got a string instead.", "messages",
+     "invalid_type"),
+    ({"model": "m", "messages": ["hi"], "stream": True},
+     "Invalid type for 'messages[0]': expected an object, but got a string instead.", "messages[0]", "invalid_type"),
+    ({"model": "m", "messages": [{"role": "user", "content": "a"}, {"content": "b"}], "stream": True},
+     "Missing required parameter: 'messages[1].role'.", "messages[1].role", "missing_required_parameter"),
+    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
+     "Invalid type for 'stream': expected a boolean, but got a string instead.", "stream", "invalid_type"),
+    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": True}},
+     "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", None),
+])
+def test_the_real_apis_other_refusals_come_with_its_message_param_and_code(body, message, param, code):
+    # The texts are the real API's (as its 400s quote them), so a learner's error handling meets the same words.
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}) as server, httpx.Client() as client:
+        r = client.post(server.url("chat/completions"), json=body)
+        assert r.status_code == 400
+        assert r.json() == {"error": {"message": message, "type": "invalid_request_error", "param": param,
+                                      "code": code}}
+
+
+def test_the_official_sdk_raises_bad_request_for_an_empty_message_list():
+    openai = pytest.importorskip("openai")
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        try:
+            with pytest.raises(openai.BadRequestError) as caught:
+                client.chat.completions.create(model="m", messages=[], stream=True)
+        finally:
+            client.close()
+    assert caught.value.code == "empty_array" and caught.value.param == "messages"
+
+
+def test_a_lenient_stand_in_still_streams_an_empty_message_list():
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, require_input=False, usage="scripted") as server, \
+            httpx.Client() as client:
+        r = client.post(server.url("chat/completions"), json={"model": "m", "messages": [], "stream": True})
+        assert r.status_code == 200 and r.content == b"".join(CHAT)
 
 
 def test_oversize_body_gets_413_before_any_100_continue():
@@ -269,7 +314,7 @@ def test_cli_quiet_prints_no_request_lines():
         base = next(line for line in lines if " at http://" in line).split(" at ")[1].split()[0]
         with httpx.Client(headers={"Authorization": "Bearer ada"}) as client:
             for _ in range(3):
-                client.post(base + "/chat/completions", json={"model": "flaky", "messages": [], "stream": True})
+                client.post(base + "/chat/completions", json={**ASK, "model": "flaky"})
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err

@@ -109,6 +109,16 @@ def _error(status: int, message: str, *, type: str = "invalid_request_error", co
 # --- POST /v1/chat/completions and /v1/responses ---------------------------------------------------
 
 _REQUIRED_INPUT = {"chat": ("messages", list), "responses": ("input", (str, list))}
+_JSON_TYPE = {str: "a string", int: "an integer", float: "a decimal", bool: "a boolean", dict: "an object",
+              list: "an array", type(None): "null"}
+_EXPECTED = {"messages": "an array of objects", "input": "a string or an array", "stream": "a boolean",
+             "stream_options": "an object"}
+
+
+def _invalid_type(name: str, value: Any) -> Reply:
+    got = _JSON_TYPE.get(type(value), type(value).__name__)
+    return _error(400, f"Invalid type for '{name}': expected {_EXPECTED.get(name, 'an object')}, but got {got} "
+                  "instead.", param=name, code="invalid_type")
 
 
 def _read_json(head: RequestHead, body: bytes) -> dict[str, Any] | Reply:
@@ -131,17 +141,47 @@ def _read_json(head: RequestHead, body: bytes) -> dict[str, Any] | Reply:
 
 
 def _check_fields(room: Room, req: dict[str, Any], dialect: str) -> Reply | None:
+    """The first thing the real API would refuse in this body, as its 400 (same message, param and code), or
+    None. Only the model is checked in a lenient room (`require_input=False`)."""
     model = req.get("model")
     if not isinstance(model, str) or not model:
         return _error(400, "you must provide a model parameter (a non-empty string)", param="model")
-    if room.options.require_input:
-        name, types = _REQUIRED_INPUT[dialect]
-        if name not in req:
-            return _error(400, f"missing required parameter: '{name}'", param=name,
+    if not room.options.require_input:
+        return None
+    name, types = _REQUIRED_INPUT[dialect]
+    if name not in req:
+        return _error(400, f"Missing required parameter: '{name}'.", param=name, code="missing_required_parameter")
+    if not isinstance(req[name], types):
+        return _invalid_type(name, req[name])
+    if dialect == "chat":
+        problem = _check_messages(req["messages"])
+        if problem is not None:
+            return problem
+    stream = req.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        return _invalid_type("stream", stream)
+    options = req.get("stream_options")
+    if options is not None and dialect == "chat":
+        if not isinstance(options, dict):
+            return _invalid_type("stream_options", options)
+        if stream is not True:
+            return _error(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                          param="stream_options")
+    return None
+
+
+def _check_messages(messages: list[Any]) -> Reply | None:
+    if not messages:
+        return _error(400, "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an "
+                      "empty array instead.", param="messages", code="empty_array")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            got = _JSON_TYPE.get(type(message), type(message).__name__)
+            return _error(400, f"Invalid type for 'messages[{i}]': expected an object, but got {got} instead.",
+                          param=f"messages[{i}]", code="invalid_type")
+        if "role" not in message:
+            return _error(400, f"Missing required parameter: 'messages[{i}].role'.", param=f"messages[{i}].role",
                           code="missing_required_parameter")
-        if not isinstance(req[name], types):
-            return _error(400, f"invalid type for '{name}': got {type(req[name]).__name__}", param=name,
-                          code="invalid_type")
     return None
 
 

@@ -9,7 +9,8 @@ also re-exports everything here.
 
     from streamlab.net.client import stream_chat
 
-    with stream_chat(server.base_url, {"model": "demo", "messages": []}) as stream:
+    ask = {"model": "demo", "messages": [{"role": "user", "content": "Hi?"}]}
+    with stream_chat(server.base_url, ask) as stream:
         for timed in stream:                    # TimedEvent(event=SSEEvent(...), at=perf_counter value)
             print(timed.elapsed, timed.data)
     print(stream.end_reason)                    # Ending.COMPLETE, which == "complete"
