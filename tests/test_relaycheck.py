@@ -129,8 +129,9 @@ def test_raw_offsets_step_over_the_chunk_framing():
 
 def learner_relay(upstream: str, sink: list[dict[str, Any]], *, flaw: str = "") -> Starlette:
     """A relay as a learner writes one (StreamingResponse + httpx + RelayedStream), with one `flaw`:
-    "buffers", "ignores-disconnects", "no-keepalives", "naive-keepalives", "silent-death", "no-summary", or
-    "endless" (keeps a stalled stream open with keep-alives for ever, never ending it)."""
+    "buffers", "ignores-disconnects", "no-keepalives", "naive-keepalives", "silent-death", "no-summary",
+    "summary-after-loop" (writes the summary only when the upstream's body ends while its client is still there),
+    or "endless" (keeps a stalled stream open with keep-alives for ever, never ending it)."""
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
@@ -191,6 +192,8 @@ async def _pump(rs: RelayedStream, queue: asyncio.Queue[Any], reader: asyncio.Fu
                     yield bytes(held)
                 if final and flaw != "silent-death":
                     yield final
+                if flaw == "summary-after-loop":  # reached only when the stream ends before its client leaves
+                    sink.append(rs.summary())
                 return
             last = now
             out = rs.upstream(item, now)
@@ -202,7 +205,7 @@ async def _pump(rs: RelayedStream, queue: asyncio.Queue[Any], reader: asyncio.Fu
         if flaw != "ignores-disconnects":
             reader.cancel()
         rs.client_gone(time.perf_counter())
-        if flaw != "no-summary":
+        if flaw not in ("no-summary", "summary-after-loop"):
             sink.append(rs.summary())
 
 
@@ -228,6 +231,7 @@ def check(factory: Any, requirements: tuple[int, ...], **options: Any) -> RelayR
     ("naive-keepalives", 3, 5, "keep-alives: stall inside a line (chat)"),
     ("silent-death", 4, 5, "cut between events (chat)"),
     ("no-summary", 5, 2, "one JSON summary line per stream"),
+    ("summary-after-loop", 5, 2, "summary line when the client hangs up at [DONE]"),
 ])
 def test_a_broken_relay_fails_on_the_requirement_it_breaks(flaw, broken, kept, failing, no_leaked_threads):
     report = check(lambda up: running(lambda u, s: learner_relay(u, s, flaw=flaw), up), (broken, kept),

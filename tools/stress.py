@@ -23,6 +23,7 @@ import collections
 import multiprocessing
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,8 +53,9 @@ def command_for(python: str, pytest_args: list[str], *, full: bool) -> list[str]
     return [python, "-m", "pytest", "-m", "net", "-q", "-rfE", *pytest_args]
 
 
-def run_once(args: list[str], timeout: float) -> tuple[int, list[str], float, str]:
-    """One run of `args` in a fresh interpreter; returns (exit code, failed test ids, seconds, last summary line)."""
+def run_once(args: list[str], timeout: float, keep: Path | None = None) -> tuple[int, list[str], float, str]:
+    """One run of `args` in a fresh interpreter; returns (exit code, failed test ids, seconds, last summary line).
+    A failing run's whole log is copied to `keep` (tracebacks included) when given."""
     with tempfile.TemporaryDirectory(prefix="streamlab-stress-") as tmp:
         log = Path(tmp) / "pytest.log"
         started = time.monotonic()
@@ -64,6 +66,8 @@ def run_once(args: list[str], timeout: float) -> tuple[int, list[str], float, st
                 code = HUNG
         took = time.monotonic() - started
         text = log.read_text(encoding="utf-8", errors="replace")
+        if code != 0 and keep is not None:
+            keep.write_text(text, encoding="utf-8")
     failed = [m.group(1) for line in text.splitlines() if (m := FAILED_LINE.match(line))]
     summary = next((line.strip("= ") for line in reversed(text.splitlines()) if line.strip()), "")
     # 1 = tests failed; anything else (or a failure with no test named: ruff, the labs' output check) is shown
@@ -80,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-timeout", type=float, default=None,
                     help="seconds before a run counts as hung (default 1800; 3600 with --full)")
     ap.add_argument("--python", default=sys.executable, help="interpreter that runs pytest (default: this one)")
+    ap.add_argument("--logs", type=Path, default=None, metavar="DIR",
+                    help="keep each failing run's whole log here as run-N.log (default: a new folder under /tmp)")
     ap.add_argument("--full", action="store_true",
                     help="run the whole `python3 dev.py test` (every test and lab) instead of `pytest -m net`")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
@@ -87,12 +93,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1 or args.hogs < 0:
         ap.error("--runs must be at least 1 and --hogs at least 0")
 
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="streamlab-stress-logs-"))
+    logs.mkdir(parents=True, exist_ok=True)
     if args.run_timeout is None:
         args.run_timeout = 3600.0 if args.full else 1800.0
     stop = multiprocessing.Event()
     hogs = [multiprocessing.Process(target=hog, args=(stop,), name=f"hog-{i}", daemon=True) for i in range(args.hogs)]
     for p in hogs:
         p.start()
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # a `kill` stops the hogs too (the finally below), not only Ctrl-C
+
+    signal.signal(signal.SIGTERM, interrupted)  # after the hogs started: they keep the default, and just die
     argv_run = command_for(args.python, args.pytest_args, full=args.full)
     command = " ".join(["python3 dev.py test" if args.full else "pytest -m net", *args.pytest_args])
     print(f"stress: {args.runs} run(s) of `{command}` with {args.hogs} CPU hog(s) on {os.cpu_count()} core(s)",
@@ -100,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     failures: collections.Counter[str] = collections.Counter()
     bad_runs = 0
     broken = 0
+    done = 0
     try:
         for i in range(1, args.runs + 1):
-            code, failed, took, summary = run_once(argv_run, args.run_timeout)
+            code, failed, took, summary = run_once(argv_run, args.run_timeout, logs / f"run-{i}.log")
+            done += 1
             failures.update(failed)
             bad_runs += code != 0
             broken += code != 0 and (code != 1 or not failed)
@@ -111,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {i}/{args.runs}: {verdict} in {took:.0f} s ({summary})", flush=True)
             for test in failed:
                 print(f"    {test}", flush=True)
+            if code != 0:
+                print(f"    log: {logs / f'run-{i}.log'}", flush=True)
     except KeyboardInterrupt:
         print("stress: interrupted", flush=True)
     finally:
@@ -121,12 +138,14 @@ def main(argv: list[str] | None = None) -> int:
                 p.terminate()
                 p.join()
 
-    print(f"\nsummary: {args.runs - bad_runs} of {args.runs} run(s) clean", flush=True)
+    print(f"\nsummary: {done - bad_runs} of {done} run(s) clean"
+          + (f" (interrupted: {args.runs - done} of the {args.runs} asked for never ran)" if done < args.runs else ""),
+          flush=True)
     for test, count in failures.most_common():
-        print(f"  {count:>3}/{args.runs}  {test}", flush=True)
+        print(f"  {count:>3}/{done}  {test}", flush=True)
     if broken:
         print(f"  {broken} run(s) that hung or where pytest itself failed (see above)", flush=True)
-    return 0 if bad_runs == 0 else 1
+    return 0 if bad_runs == 0 and done == args.runs else 1
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from .relayprobe import (
     CHAT,
     DEATHS,
     DELTA,
+    LINGER,
     PIECES,
     RESP,
     TEXT,
@@ -280,6 +281,39 @@ def check_fuzz(run: CheckRun) -> None:
     run.add("seeded fuzz: cuts and resets both ways", 4, Outcome.TRUNCATED, not failures, evidence)
 
 
+def check_hangup_at_done(run: CheckRun) -> Callable[[], None]:
+    """The official SDK closes the connection the moment it reads `data: [DONE]`. Here the upstream keeps its
+    body open a moment longer, so the relay is still waiting on it when its client leaves, and Starlette cancels
+    the relay's generator there: a summary written after the read loop never comes (one written in a `finally`
+    does), and it must say complete, because the whole answer went through. Returns the grading step, which
+    `run_checks` adds after the count of summary lines (the more general verdict comes first)."""
+    model = "check-done-linger"
+    with run.front():
+        sdk = run.sdk(model, "chat", Outcome.COMPLETE, len(TEXT))
+        ok_sdk, sdk_evidence = grade_sdk(sdk, expected_text=TEXT, must_raise=False)
+        end = time.monotonic() + LINGER + 2.0
+        lines = _lines_for(run, model)
+        while lines is not None and not lines and time.monotonic() < end:
+            time.sleep(0.05)
+            lines = _lines_for(run, model)
+    if lines is None:
+        passed, evidence = False, "no summary lines to read"
+    elif not lines:
+        passed, evidence = False, ("no summary line: the client hung up at [DONE] while the relay still waited "
+                                   "for the upstream's end, and the code after the read loop never ran")
+    else:
+        said = str(lines[-1].get("outcome"))
+        passed = said == Outcome.COMPLETE.value
+        evidence = f"the summary line came, saying {said}" + ("" if passed else " (the whole answer went through)")
+    return lambda: run.add("summary line when the client hangs up at [DONE]", 5, Outcome.COMPLETE,
+                           ok_sdk and passed, f"{sdk_evidence}; {evidence}")
+
+
+def _lines_for(run: CheckRun, model: str) -> list[Any] | None:
+    lines = run.relay.read_summaries()
+    return None if lines is None else [line for line in lines if line.get("model") == model]
+
+
 CHECKS: tuple[tuple[int, Callable[[CheckRun], None]], ...] = (
     (1, check_forwarding),
     (1, check_halves),
@@ -303,7 +337,9 @@ def run_checks(report: RelayReport, relay: Any, standin: StandIn, port: int, opt
         if requirement in options.requirements:
             check(run)
     if 5 in options.requirements:
+        hangup = check_hangup_at_done(run)
         check_summaries(run)
+        hangup()
 
 
 def check_summaries(run: CheckRun) -> None:

@@ -45,6 +45,7 @@ RESP = shapes.responses_text_stream(PIECES, model="stand-in")
 DELTA = 4  # RESP[DELTA] is the first response.output_text.delta ("Grüße ")
 HALF_GAP = 1.0  # seconds between the two halves of one event (a wide margin: the check is an ordering)
 TTFT = 0.3  # the scripted time to first token
+LINGER = 0.5  # seconds the upstream keeps its body open after data: [DONE] (the SDK hangs up first)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ def build_script(options: CheckOptions) -> dict[str, Episode]:
         "check-die-error-responses": Episode(_sends(shapes.responses_error_stream(PIECES[:2]))),
         "check-die-ended-early": Episode(_sends(RESP[:DELTA + 2])),
         "check-die-stall": Episode(_sends(CHAT[:3]) + [Stall()]),
+        "check-done-linger": Episode(_sends(CHAT) + [Wait(LINGER)]),
         "check-chaos": Episode(_sends(CHAT)),
         "check-chaos-responses": Episode(_sends(RESP)),
     }
