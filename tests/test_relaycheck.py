@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ from streamlab.core.relaygrade import (
 )
 from streamlab.core.relaysummary import RelayedStream, dialect_of, marker_frame
 from streamlab.net.relay import AppServer, Relay
-from streamlab.net.relaycheck import check_relay, free_port, relay_command
+from streamlab.net.relaycheck import check_relay, ephemeral_floor, relay_command, steady_port
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"])
 WHOLE = b"".join(CHAT)
@@ -281,9 +282,36 @@ def test_the_cli_starts_a_relay_command_and_grades_it():
 
 
 @net
+def test_the_checkers_upstream_port_is_below_the_ephemeral_range_and_free():
+    # The chaos proxy binds this port again for every check. A port from the ephemeral range can become the
+    # local end of an outgoing connection between two checks (the checker's own clients open dozens), and the
+    # next bind then fails with "address already in use": seen once in 20 full runs under load.
+    floor = ephemeral_floor()
+    ports = {steady_port() for _ in range(20)}
+    assert all(1024 <= port < floor for port in ports), (floor, sorted(ports))
+    assert len(ports) > 1  # picked at random, so two checkers on one machine rarely meet
+    for port in list(ports)[:3]:
+        with socket.socket() as sock:  # nothing listens there: it can be bound
+            sock.bind(("127.0.0.1", port))
+
+
+@net
+def test_a_port_in_use_is_never_picked(monkeypatch):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        busy = taken.getsockname()[1]
+        monkeypatch.setattr("streamlab.net.relaycheck.ephemeral_floor", lambda: busy + 1)
+        assert steady_port(span=1) != busy  # the only candidate is taken: it falls back to a free port
+    finally:
+        taken.close()
+
+
+@net
 def test_a_relay_started_by_hand_is_checked_through_its_url_and_summary_file(tmp_path, no_leaked_threads):
     summaries = tmp_path / "summaries.jsonl"
-    port = free_port()
+    port = steady_port()  # bound again for every check: not from the ephemeral range
     upstream = f"http://127.0.0.1:{port}/v1"
     with summaries.open("a") as out, Relay(upstream, keepalive=KEEPALIVE, read_timeout=READ_TIMEOUT,
                                            on_summary=lambda s: (out.write(json.dumps(s) + "\n"), out.flush())) as r:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import shlex
 import socket
 import subprocess
@@ -125,6 +126,40 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+EPHEMERAL_FLOOR = 32768
+"""Linux's default first ephemeral port (macOS and Windows start theirs at 49152)."""
+
+
+def ephemeral_floor() -> int:
+    """The lowest port this machine hands out for outgoing connections (Linux: ip_local_port_range)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return EPHEMERAL_FLOOR
+    return min(low, EPHEMERAL_FLOOR)
+
+
+def steady_port(*, span: int = 12_000) -> int:
+    """A loopback port nothing listens on now, chosen below the ephemeral range.
+
+    The checker binds its upstream (the chaos proxy) on one port again for every check. A port from
+    `free_port()` comes from the ephemeral range, so between two checks it can become the local end of any
+    outgoing connection on the machine (the checker's own clients included), and the next bind fails with
+    "address already in use". Below the range only another program that binds that very port can take it."""
+    floor = ephemeral_floor()
+    low = max(1024, floor - span)
+    pick = random.SystemRandom()
+    for _ in range(100):
+        port = pick.randrange(low, floor)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return free_port()  # a crowded machine: fall back to what the kernel offers
+
+
 def _wait_for_port(port: int, proc: subprocess.Popen[str] | None, timeout: float) -> None:
     end = time.monotonic() + timeout
     while True:
@@ -201,13 +236,13 @@ def check_relay(start_relay: RelayFactory | None = None, *, relay_url: str | Non
                 ttft_bound: float = 0.25, log: Callable[[str], None] | None = None) -> RelayReport:
     """Run the relay through every check of the chosen `requirements` and return the report.
 
-    Give either `start_relay` (a factory: upstream URL -> context manager yielding the relay) or `relay_url`
-    (a relay already running, pointed at `http://127.0.0.1:{upstream_port}/v1`; `upstream_port` 0 picks a
-    free port, which only a factory can learn). `summary_file` is where the relay's summary lines go, when
-    the relay itself cannot say. `keepalive` and `read_timeout` are what the relay was configured with;
-    `disconnect_bound` is how soon (seconds) the upstream must see a client's departure, `ttft_bound` how
-    much time to first token the relay may add. `fuzz_runs` seeded chaos runs (from `seed`) cut or reset
-    either direction. `log` gets one line per check as it finishes.
+    Give either `start_relay` (a factory: upstream URL -> context manager yielding the relay) or `relay_url` (a
+    relay already running, pointed at `http://127.0.0.1:{upstream_port}/v1`; `upstream_port` 0 picks a free port
+    below the ephemeral range (`steady_port`), which only a factory can learn). `summary_file` is where the relay's
+    summary lines go, when the relay itself cannot say. `keepalive` and `read_timeout` are what the relay was
+    configured with; `disconnect_bound` is how soon (seconds) the upstream must see a client's departure,
+    `ttft_bound` how much time to first token the relay may add. `fuzz_runs` seeded chaos runs (from `seed`) cut or
+    reset either direction. `log` gets one line per check as it finishes.
     """
     options = CheckOptions(keepalive=keepalive, read_timeout=read_timeout, seed=seed, fuzz_runs=fuzz_runs,
                            requirements=tuple(requirements), disconnect_bound=disconnect_bound,
@@ -216,7 +251,7 @@ def check_relay(start_relay: RelayFactory | None = None, *, relay_url: str | Non
         raise ValueError("give exactly one of start_relay (a factory) and relay_url (a running relay)")
     if relay_url is not None and upstream_port == 0:
         upstream_port = DEFAULT_UPSTREAM_PORT
-    port = upstream_port or free_port()
+    port = upstream_port or steady_port()
     upstream_url = f"http://127.0.0.1:{port}/v1"
     summaries = None if summary_file is None else Path(summary_file)
     factory = start_relay if start_relay is not None else (lambda _: _given_url(relay_url or "", summaries))
