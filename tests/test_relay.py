@@ -324,6 +324,8 @@ def stream_raw(relay: Relay, model: str, path: str = "chat/completions") -> tupl
 @net
 def test_bytes_leave_before_their_event_is_complete(relay, standin):
     body, chunks = stream_raw(relay, "halves")
+    # The client can hold every byte before the stand-in's thread has timed its last writes: wait for the record.
+    assert standin.wait_until(lambda records: [r for r in records if r.model == "halves"][-1].finished)
     record = standin.records("halves")[-1]
     second_half_written = record.write_times[2]
     first_half = CHAT[0] + CHAT[1][:30]
