@@ -43,8 +43,9 @@ class RequestRecord:
     likewise keeps at most `max_record_bytes` of the request body, and `json` (the parsed body) is None
     when the body was longer than that.
     `frames_written` counts `Send`/`KeepAlive` steps written whole. `write_times` holds the
-    `time.perf_counter()` value of each stream chunk written (same clock as the client's arrival times when
-    both run on one machine), `started_at` when the request head was read.
+    `time.perf_counter()` value taken just before each stream chunk was handed to the operating system (same
+    clock as the client's arrival times when both run on one machine: a client cannot have a chunk earlier),
+    `started_at` when the request head was read.
     """
 
     index: int

@@ -77,6 +77,7 @@ def check_halves(run: CheckRun) -> None:
     """Bytes leave before their event is complete: half an event reaches the client while the upstream waits."""
     with run.front():
         raw = run.raw("check-halves", "chat", Outcome.COMPLETE, len(TEXT))
+        run.upstream_sent("check-halves")  # waits for the stand-in's record to finish: all its writes timed
         record = run.standin.records("check-halves")[-1]
     first_half = CHAT[1][:len(CHAT[1]) // 2]
     # Look after the first event: its bytes start like the second's, and a match there would credit a relay

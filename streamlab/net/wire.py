@@ -398,9 +398,12 @@ class Connection:
                 if state == _STOPPING:
                     break
             elif isinstance(action, Write):
-                # HTTP/1.1 chunk framing (size in hex, CRLF, data, CRLF): unrelated to where SSE lines end
+                # HTTP/1.1 chunk framing (size in hex, CRLF, data, CRLF): unrelated to where SSE lines end.
+                # Timed before the bytes leave: no client can hold them earlier than that, however late this
+                # thread runs again after the send (a check of "arrived before the upstream wrote" relies on it).
+                at = time.perf_counter()
                 self._send(b"%x\r\n%s\r\n" % (len(action.data), action.data))
-                self.book.wrote(rec, action.data, action.frame, time.perf_counter())
+                self.book.wrote(rec, action.data, action.frame, at)
             elif isinstance(action, Close):
                 self.book.update(rec, outcome=Ending.CUT)
                 self._cut(action.reset)
