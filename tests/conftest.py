@@ -21,6 +21,7 @@ import inspect
 import json
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -268,3 +269,16 @@ def one_shot_server(reply: bytes) -> Iterator[int]:
 def serve_once() -> Callable[[bytes], contextlib.AbstractContextManager[int]]:
     """`with serve_once(http_response(b"...")) as port:` (the fixture form of one_shot_server)."""
     return one_shot_server
+
+
+@contextlib.contextmanager
+def streamlab_cli(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """`python -m streamlab ARGS` with text pipes; killed and reaped on the way out if it is still running."""
+    proc = subprocess.Popen([sys.executable, "-m", "streamlab", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import openai
 import pytest
 
+from conftest import streamlab_cli
 from streamlab.core.errors import ConnectionBroken, FaultSpecError, ReadStalled
 from streamlab.core.faults import Action, ConnectionEnd, Direction, FaultSpec, Fired
 from streamlab.net.chaos import ChaosProxy, serve_chaos, stop_chaos
@@ -563,16 +564,10 @@ def test_the_command_line_prints_its_address_proxies_and_stops_on_ctrl_c_or_sigt
 def test_sigterm_right_after_the_address_line_still_stops_cleanly():
     """The handler is installed before the address is printed: a script that kills the proxy as soon as it
     has read the address gets the closing report, not Python's default death by signal."""
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "chaos", "--upstream", "127.0.0.1:9"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with streamlab_cli("chaos", "--upstream", "127.0.0.1:9") as proc:
         assert proc.stdout.readline().startswith("streamlab chaos: 127.0.0.1:")
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, err
     assert "stopped after 0 connections" in out
 

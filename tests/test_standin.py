@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from conftest import dechunk
+from conftest import dechunk, streamlab_cli
 from streamlab.core import shapes
 from streamlab.core.scenarios import scenario_of
 from streamlab.core.sse import parse
@@ -550,21 +550,13 @@ def test_cli_standin_serves_a_scenario_until_ctrl_c():
 
 def test_cli_standin_stops_cleanly_on_sigterm():
     import signal
-    import subprocess
-    import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "standin", "--scenario", "ttft", "--port", "0",
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with streamlab_cli("standin", "--scenario", "ttft", "--port", "0", "--quiet") as proc:
         assert "streamlab stand-in" in proc.stdout.readline()
         proc.send_signal(signal.SIGTERM)  # what `kill`, a process manager or a container stop sends
         out, err = proc.communicate(timeout=10)
-        assert proc.returncode == 0, err
-        assert "stopped after 0 request(s)" in out and "Traceback" not in err
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "stopped after 0 request(s)" in out and "Traceback" not in err
 
 
 def test_cli_standin_help_list_and_bad_scenario():
