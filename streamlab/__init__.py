@@ -134,10 +134,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps this block equal to _EXPORTS)
-    from .core.accumulate import ChatAccumulator, ResponsesAccumulator, replay
-    from .core.cursor import SequenceCursor
-    from .core.endings import Ending, Outcome, outcome_of
-    from .core.errors import (
+    from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator, replay
+    from streamlab.core.cursor import SequenceCursor
+    from streamlab.core.endings import Ending, Outcome, outcome_of
+    from streamlab.core.errors import (
         BadStatus,
         ConnectFailed,
         ConnectionBroken,
@@ -158,23 +158,34 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
         StreamlabError,
         ToolCallError,
     )
-    from .core.fixtures import data_dir, load_fixture, load_fixtures
-    from .core.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
-    from .core.policy import RetryPolicy
-    from .core.reading import TimedEvent
-    from .core.scenarios import RoomScenario, scenario, scenario_of
-    from .core.script import Cut, End, Episode, KeepAlive, Send, Stall, StoredResponse, Wait, error_episode, paced
-    from .core.shapes import chat_text_stream, responses_text_stream
-    from .core.sse import SSEEvent, SSEParser, parse
-    from .net.client import (
+    from streamlab.core.fixtures import data_dir, load_fixture, load_fixtures
+    from streamlab.core.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
+    from streamlab.core.policy import RetryPolicy
+    from streamlab.core.reading import TimedEvent
+    from streamlab.core.scenarios import RoomScenario, scenario, scenario_of
+    from streamlab.core.script import (
+        Cut,
+        End,
+        Episode,
+        KeepAlive,
+        Send,
+        Stall,
+        StoredResponse,
+        Wait,
+        error_episode,
+        paced,
+    )
+    from streamlab.core.shapes import chat_text_stream, responses_text_stream
+    from streamlab.core.sse import SSEEvent, SSEParser, parse
+    from streamlab.net.client import (
         astream_chat,
         astream_responses,
         resume_response,
         stream_chat,
         stream_responses,
     )
-    from .net.eventstream import AsyncEventStream, EventStream
-    from .net.hostaddr import room_addresses
-    from .net.resuming import LastEventIdStream, ResumableResponseStream
-    from .net.retrying import AsyncRetryingStream, RetryingStream
-    from .net.standin import StandIn, serve, stop_serving
+    from streamlab.net.eventstream import AsyncEventStream, EventStream
+    from streamlab.net.hostaddr import room_addresses
+    from streamlab.net.resuming import LastEventIdStream, ResumableResponseStream
+    from streamlab.net.retrying import AsyncRetryingStream, RetryingStream
+    from streamlab.net.standin import StandIn, serve, stop_serving

@@ -44,11 +44,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from .endings import Outcome
-from .errors import ErrorInStream, FrameError, SequenceError, ToolCallError
-from .pieces import EventReader, GrownText, add_piece, joined, parse_arguments, short
-from .shapes import RESPONSES_TERMINAL_STATUS
-from .sse import SSEEvent, SSEParser
+from streamlab.core.endings import Outcome
+from streamlab.core.errors import ErrorInStream, FrameError, SequenceError, ToolCallError
+from streamlab.core.pieces import EventReader, GrownText, add_piece, joined, parse_arguments, short
+from streamlab.core.shapes import RESPONSES_TERMINAL_STATUS
+from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
     "Outcome",

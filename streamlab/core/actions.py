@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .endings import Ending
+from streamlab.core.endings import Ending
 
 __all__ = [
     "Reply", "Pause", "Write", "Close", "Action", "Stream", "Note", "Decision",

@@ -24,8 +24,8 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .scenarios import scenario_of
-from .shapes import sse_frame
+from streamlab.core.scenarios import scenario_of
+from streamlab.core.shapes import sse_frame
 
 __all__ = ["Visit", "Row", "BoardEvent", "Board", "learner_label", "DEFAULT_MAX_EVENTS"]
 

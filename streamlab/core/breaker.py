@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from .endings import Ending, Outcome
+from streamlab.core.endings import Ending, Outcome
 
 __all__ = [
     "State",

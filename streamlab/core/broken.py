@@ -27,8 +27,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from .fuzz import ALL_FIELDS, Contender, ParseResult, cut_kind, split_explorer_text, split_kinds
-from .sse import MAX_RETRY_MS, SSEEvent
+from streamlab.core.fuzz import ALL_FIELDS, Contender, ParseResult, cut_kind, split_explorer_text, split_kinds
+from streamlab.core.sse import MAX_RETRY_MS, SSEEvent
 
 __all__ = [
     "TextLineParser", "DecodeEachChunk", "SplitlinesAfterDecoder", "BlankLineIsLFLF", "DataNeedsSpace",

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import SequenceError
-from .shapes import RESPONSES_TERMINALS
-from .sse import SSEEvent
+from streamlab.core.errors import SequenceError
+from streamlab.core.shapes import RESPONSES_TERMINALS
+from streamlab.core.sse import SSEEvent
 
 __all__ = [
     "SequenceCursor",

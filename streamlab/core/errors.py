@@ -37,10 +37,10 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .endings import Ending
+from streamlab.core.endings import Ending
 
 if TYPE_CHECKING:
-    from .sse import SSEEvent
+    from streamlab.core.sse import SSEEvent
 
 __all__ = [
     "StreamlabError",

@@ -36,8 +36,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from .endings import TRANSPORT_FAILURES, Ending
-from .policy import is_retryable_status
+from streamlab.core.endings import TRANSPORT_FAILURES, Ending
+from streamlab.core.policy import is_retryable_status
 
 __all__ = ["Move", "Situation", "Verdict", "worth_another", "decide", "remaining", "MOVES"]
 

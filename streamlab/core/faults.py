@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .errors import FaultSpecError
+from streamlab.core.errors import FaultSpecError
 
 __all__ = [
     "Direction",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .sse import SSEEvent
+from streamlab.core.sse import SSEEvent
 
 __all__ = ["Fixture", "Expected", "RULES", "data_dir", "load_fixtures", "load_fixture"]
 

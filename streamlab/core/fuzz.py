@@ -22,8 +22,8 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .fixtures import Fixture
-from .sse import SSEEvent, SSEParser
+from streamlab.core.fixtures import Fixture
+from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
     "ParseResult",

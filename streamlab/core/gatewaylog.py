@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .relaysummary import SUMMARY_FIELDS, summary_line
-from .sse import SSEEvent
+from streamlab.core.relaysummary import SUMMARY_FIELDS, summary_line
+from streamlab.core.sse import SSEEvent
 
 __all__ = ["LOG_FIELDS", "AttemptNote", "log_record", "request_id_of", "tokens_of", "log_line"]
 

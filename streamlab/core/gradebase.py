@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .conformance import Evidence, Finding, ProbeResult, Status
-from .scan import KNOWN_FIELDS, Block, Scan, quote, scan
+from streamlab.core.conformance import Evidence, Finding, ProbeResult, Status
+from streamlab.core.scan import KNOWN_FIELDS, Block, Scan, quote, scan
 
 __all__ = ["RESPONSES_TERMINALS", "Worst", "Stream", "body_evidence", "status_line", "is_done", "carries",
            "by_index", "count_problem", "grade_http", "grade_framing", "pick", "streams_of"]

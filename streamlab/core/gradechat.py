@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .conformance import Finding, ProbeResult, Status
-from .gradebase import (
+from streamlab.core.conformance import Finding, ProbeResult, Status
+from streamlab.core.gradebase import (
     Stream,
     Worst,
     body_evidence,
@@ -26,7 +26,7 @@ from .gradebase import (
     pick,
     streams_of,
 )
-from .scan import Block
+from streamlab.core.scan import Block
 
 __all__ = ["chat_findings"]
 

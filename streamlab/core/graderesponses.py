@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .conformance import Finding, ProbeResult, Status
-from .gradebase import (
+from streamlab.core.conformance import Finding, ProbeResult, Status
+from streamlab.core.gradebase import (
     RESPONSES_TERMINALS,
     Stream,
     Worst,
@@ -23,7 +23,7 @@ from .gradebase import (
     pick,
     streams_of,
 )
-from .scan import Block
+from streamlab.core.scan import Block
 
 __all__ = ["responses_findings"]
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from .conformance import CHECK_IDS, CHECKS, Evidence, Finding, ProbeResult, Status, TimingFact
-from .gradebase import Stream, Worst, body_evidence, carries, pick, status_line, streams_of
-from .gradechat import chat_findings
-from .graderesponses import responses_findings
-from .scan import Block, quote
+from streamlab.core.conformance import CHECK_IDS, CHECKS, Evidence, Finding, ProbeResult, Status, TimingFact
+from streamlab.core.gradebase import Stream, Worst, body_evidence, carries, pick, status_line, streams_of
+from streamlab.core.gradechat import chat_findings
+from streamlab.core.graderesponses import responses_findings
+from streamlab.core.scan import Block, quote
 
 __all__ = ["grade", "timing_facts"]
 

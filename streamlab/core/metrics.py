@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .accumulate import ChatAccumulator, ResponsesAccumulator
-from .fixtures import data_dir
-from .sse import SSEEvent
+from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
+from streamlab.core.fixtures import data_dir
+from streamlab.core.sse import SSEEvent
 
 __all__ = [
     "Point",

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .errors import FrameError, ToolCallError
-from .sse import SSEEvent
+from streamlab.core.errors import FrameError, ToolCallError
+from streamlab.core.sse import SSEEvent
 
 __all__ = ["joined", "add_piece", "GrownText", "short", "loads", "json_problem", "parse_arguments", "EventReader"]
 

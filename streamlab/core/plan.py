@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .accumulate import ChatAccumulator, ResponsesAccumulator
-from .actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
-from .errors import ErrorInStream, FrameError, SequenceError
-from .profiles import answer_episode, apply_profile
-from .request import Request, RequestHead
-from .room import Room, learner_of
-from .script import (
+from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
+from streamlab.core.actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
+from streamlab.core.errors import ErrorInStream, FrameError, SequenceError
+from streamlab.core.profiles import answer_episode, apply_profile
+from streamlab.core.request import Request, RequestHead
+from streamlab.core.room import Room, learner_of
+from streamlab.core.script import (
     Cut,
     End,
     Episode,
@@ -41,8 +41,8 @@ from .script import (
     frame_json,
     split_frames,
 )
-from .shapes import error_body
-from .sse import SSEEvent, SSEParser, parse
+from streamlab.core.shapes import error_body
+from streamlab.core.sse import SSEEvent, SSEParser, parse
 
 __all__ = [
     "plan", "Route", "ROUTES", "stream_cancelled", "derive_body", "steps_to_actions", "strip_usage",

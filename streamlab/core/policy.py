@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .endings import Ending
+from streamlab.core.endings import Ending
 
 __all__ = [
     "RETRYABLE_STATUSES",

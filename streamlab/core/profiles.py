@@ -23,10 +23,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .conformance import CHECKS, Status
-from .quirks import FAULTS, Context, apply_usage_rule, frames_of, steps_from
-from .script import Episode, ErrorEpisode, paced
-from .shapes import chat_text_stream, chat_tool_call_stream, responses_function_call_stream, responses_text_stream
+from streamlab.core.conformance import CHECKS, Status
+from streamlab.core.quirks import FAULTS, Context, apply_usage_rule, frames_of, steps_from
+from streamlab.core.script import Episode, ErrorEpisode, paced
+from streamlab.core.shapes import (
+    chat_text_stream,
+    chat_tool_call_stream,
+    responses_function_call_stream,
+    responses_text_stream,
+)
 
 __all__ = ["Quirk", "Profile", "PROFILES", "PROFILE_NAMES", "get_profile", "answer_episode", "apply_profile",
            "ANSWER_PIECES"]

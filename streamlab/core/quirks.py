@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .script import Episode, ErrorEpisode, Send, Step, split_frames
-from .shapes import chat_usage, sse_comment, sse_frame, to_json
-from .sse import parse
+from streamlab.core.script import Episode, ErrorEpisode, Send, Step, split_frames
+from streamlab.core.shapes import chat_usage, sse_comment, sse_frame, to_json
+from streamlab.core.sse import parse
 
 __all__ = ["Frame", "Context", "Fault", "FAULTS", "frames_of", "steps_from", "apply_usage_rule"]
 

@@ -24,9 +24,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .endings import Ending
-from .errors import DeadlineExceeded, EventTooLarge, IdleTimeout, IncompleteEvent, SSELimitError, StreamEndError
-from .sse import SSEEvent, SSEParser
+from streamlab.core.endings import Ending
+from streamlab.core.errors import (
+    DeadlineExceeded,
+    EventTooLarge,
+    IdleTimeout,
+    IncompleteEvent,
+    SSELimitError,
+    StreamEndError,
+)
+from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = ["TimedEvent", "Reading", "Keep", "KEEP_MODES"]
 

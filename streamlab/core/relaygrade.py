@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .endings import Outcome
-from .relaysummary import REQUIREMENTS, SUMMARY_FIELDS, raises_in_sdk
-from .sse import SSEEvent, parse
+from streamlab.core.endings import Outcome
+from streamlab.core.relaysummary import REQUIREMENTS, SUMMARY_FIELDS, raises_in_sdk
+from streamlab.core.sse import SSEEvent, parse
 
 __all__ = [
     "CheckResult",

@@ -46,10 +46,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .accumulate import ChatAccumulator, ResponsesAccumulator
-from .endings import Ending, Outcome
-from .errors import ErrorInStream, FrameError, SequenceError, SSELimitError
-from .sse import SSEEvent, SSEParser
+from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
+from streamlab.core.endings import Ending, Outcome
+from streamlab.core.errors import ErrorInStream, FrameError, SequenceError, SSELimitError
+from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
     "Requirement",

@@ -23,12 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from .actions import Action
-from .request import RequestHead
-from .script import Episode, ErrorEpisode, Script, ScriptValue, Step, StoredResponse, normalise_scripts
+from streamlab.core.actions import Action
+from streamlab.core.request import RequestHead
+from streamlab.core.script import Episode, ErrorEpisode, Script, ScriptValue, Step, StoredResponse, normalise_scripts
 
 if TYPE_CHECKING:
-    from .profiles import Profile
+    from streamlab.core.profiles import Profile
 
 __all__ = ["Learner", "Options", "Room", "UsagePolicy", "learner_of", "ANONYMOUS", "DEFAULT_MAX_LEARNERS",
            "DEFAULT_OPTIONS"]

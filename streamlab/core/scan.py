@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SSELimitError
-from .sse import SSEEvent, SSEParser
+from streamlab.core.errors import SSELimitError
+from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = ["Line", "Block", "Scan", "scan", "quote", "KNOWN_FIELDS", "SCAN_MAX_LINE", "SCAN_MAX_EVENT"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import shapes
-from .script import (
+from streamlab.core import shapes
+from streamlab.core.script import (
     Cut,
     Episode,
     ErrorEpisode,

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .shapes import error_body
-from .sse import parse
+from streamlab.core.shapes import error_body
+from streamlab.core.sse import parse
 
 __all__ = [
     "Wait", "Send", "KeepAlive", "Stall", "Cut", "End", "Step", "STEP_TYPES",

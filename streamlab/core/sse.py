@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from io import BytesIO
 
-from .errors import SSELimitError
+from streamlab.core.errors import SSELimitError
 
 __all__ = [
     "SSEEvent",

@@ -15,10 +15,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..core.fixtures import load_fixtures
-from ..core.fuzz import chunks_at, show_split, visible_bytes
-from ..core.sse import SSEParser
-from . import exercise
+from streamlab.core.fixtures import load_fixtures
+from streamlab.core.fuzz import chunks_at, show_split, visible_bytes
+from streamlab.core.sse import SSEParser
+from streamlab.exercises import exercise
 
 PRACTICE_1: dict[str, bytes] = {
     "01.1": b"data: a\r\ndata: b\r\n\r\n",

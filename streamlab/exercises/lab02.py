@@ -14,10 +14,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..core.fixtures import Fixture, load_fixtures
-from ..core.fuzz import Contender, ParseResult, check, run_harness, show_split, smallest_failing_split
-from ..core.sse import SSEEvent
-from . import exercise
+from streamlab.core.fixtures import Fixture, load_fixtures
+from streamlab.core.fuzz import Contender, ParseResult, check, run_harness, show_split, smallest_failing_split
+from streamlab.core.sse import SSEEvent
+from streamlab.exercises import exercise
 
 __all__ = ["REPAIR_FIXTURES", "data_only", "repair_contender", "check_repair", "RANDOM_RUNS"]
 

@@ -17,10 +17,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..core import shapes
-from ..core.accumulate import ChatAccumulator, ErrorInStream
-from ..core.sse import parse
-from . import NotAttempted, exercise
+from streamlab.core import shapes
+from streamlab.core.accumulate import ChatAccumulator, ErrorInStream
+from streamlab.core.sse import parse
+from streamlab.exercises import NotAttempted, exercise
 
 _THREE_CALLS = (
     ("call_1", "lookup", ('{"q": ', '"caf\u00e9"}')),

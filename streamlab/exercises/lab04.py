@@ -19,10 +19,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..core.metrics import first_visible_time, illustrative_blank_share, illustrative_tokens_by, illustrative_total
-from ..core.shapes import chat_choice, chat_chunk, chat_text_stream, sse_comment, sse_frame, to_json
-from ..core.sse import SSEEvent, SSEParser
-from . import NotAttempted, exercise
+from streamlab.core.metrics import (
+    first_visible_time,
+    illustrative_blank_share,
+    illustrative_tokens_by,
+    illustrative_total,
+)
+from streamlab.core.shapes import chat_choice, chat_chunk, chat_text_stream, sse_comment, sse_frame, to_json
+from streamlab.core.sse import SSEEvent, SSEParser
+from streamlab.exercises import NotAttempted, exercise
 
 TTFT = 0.5
 RATE = 30  # tokens per second after the first

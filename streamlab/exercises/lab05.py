@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.cursor import SequenceCursor
-from ..core.errors import SequenceError
-from ..core.policy import AttemptResult, RetryPolicy
-from . import NotAttempted, exercise, function_answer
+from streamlab.core.cursor import SequenceCursor
+from streamlab.core.errors import SequenceError
+from streamlab.core.policy import AttemptResult, RetryPolicy
+from streamlab.exercises import NotAttempted, exercise, function_answer
 
 ACTIONS = ("retry", "restart", "resume", "report")
 

@@ -41,11 +41,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..core.relaygrade import RelayReport
-from ..core.relaysummary import dialect_of
-from ..net.relay import AppServer
-from ..net.relaycheck import RelayUnderTest, check_relay
-from . import NotAttempted, exercise, function_answer
+from streamlab.core.relaygrade import RelayReport
+from streamlab.core.relaysummary import dialect_of
+from streamlab.exercises import NotAttempted, exercise, function_answer
+from streamlab.net.relay import AppServer
+from streamlab.net.relaycheck import RelayUnderTest, check_relay
 
 __all__ = ["StreamInfo", "Body", "relay_app", "learner_relay", "between_events", "KEEPALIVE", "READ_TIMEOUT",
            "DEADLINE", "CHECKER", "STAGES", "attempted", "grade_my_relay"]

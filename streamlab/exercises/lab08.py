@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..core import shapes
-from ..core.conformance import TOOL, ProbeResult, Report, probes_for
-from ..core.grading import grade
-from ..core.profiles import ANSWER_PIECES, PROFILE_NAMES, PROFILES, answer_episode, apply_profile
-from ..core.script import ErrorEpisode
-from ..core.sse import parse
-from . import NotAttempted, exercise, function_answer
+from streamlab.core import shapes
+from streamlab.core.conformance import TOOL, ProbeResult, Report, probes_for
+from streamlab.core.grading import grade
+from streamlab.core.profiles import ANSWER_PIECES, PROFILE_NAMES, PROFILES, answer_episode, apply_profile
+from streamlab.core.script import ErrorEpisode
+from streamlab.core.sse import parse
+from streamlab.exercises import NotAttempted, exercise, function_answer
 
 ANSWER = "".join(ANSWER_PIECES)
 CALL = ("get_weather", {"location": "Paris, France"})

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import shapes
-from ..core.accumulate import ChatAccumulator, replay
-from ..core.endings import Outcome
-from ..core.fuzz import chunks_at
-from . import NotAttempted, exercise, function_answer
+from streamlab.core import shapes
+from streamlab.core.accumulate import ChatAccumulator, replay
+from streamlab.core.endings import Outcome
+from streamlab.core.fuzz import chunks_at
+from streamlab.exercises import NotAttempted, exercise, function_answer
 
 __all__ = ["Capture", "CAPTURES", "CAUSES", "EXPECTED", "READ_CASES", "expected_answer"]
 

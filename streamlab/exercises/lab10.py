@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..core.batching import batch, render_stats
-from ..core.breaker import TRANSITIONS, Signal, State
-from ..core.endings import Ending
-from ..core.fallback import MOVES, Situation, decide
-from ..core.metrics import Schedule
-from . import NotAttempted, exercise
+from streamlab.core.batching import batch, render_stats
+from streamlab.core.breaker import TRANSITIONS, Signal, State
+from streamlab.core.endings import Ending
+from streamlab.core.fallback import MOVES, Situation, decide
+from streamlab.core.metrics import Schedule
+from streamlab.exercises import NotAttempted, exercise
 
 __all__ = ["FAST", "SLOW", "deltas_of", "SITUATIONS", "CASES", "REPAINT_BUDGET", "WAIT_BUDGET_MS", "interval_report"]
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core import broken
-from ..core.broken import GalleryEntry, TextLineParser, bug_line, entry_contender, found_in_text
-from ..core.fuzz import Contender, ParseResult
-from ..core.sse import SSEEvent
-from .peers import response_from_chunks
+from streamlab.core import broken
+from streamlab.core.broken import GalleryEntry, TextLineParser, bug_line, entry_contender, found_in_text
+from streamlab.core.fuzz import Contender, ParseResult
+from streamlab.core.sse import SSEEvent
+from streamlab.net.peers import response_from_chunks
 
 __all__ = [
     "HttpxIterLines", "HttpxLinesSample", "HTTP_GALLERY", "TEACHING_ORDER", "GALLERY", "SHOWCASE", "gallery",

@@ -45,8 +45,8 @@ import threading
 from collections.abc import Callable
 from enum import Enum
 
-from ..core.errors import FaultSpecError
-from ..core.faults import (
+from streamlab.core.errors import FaultSpecError
+from streamlab.core.faults import (
     Action,
     Batch,
     ConnectionEnd,
@@ -56,7 +56,7 @@ from ..core.faults import (
     Fired,
     parse_hostport,
 )
-from .chaosbook import ChaosBook, Tally
+from streamlab.net.chaosbook import ChaosBook, Tally
 
 try:  # unacknowledged bytes of a socket's send queue (Linux); elsewhere a reset waits a moment instead
     import fcntl

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..core.faults import ConnectionEnd, ConnectionRecord, Direction, Fired, SlicePlan
+from streamlab.core.faults import ConnectionEnd, ConnectionRecord, Direction, Fired, SlicePlan
 
 __all__ = ["ChaosBook", "Tally", "KEEP_SIZES", "DEFAULT_MAX_RECORDS"]
 

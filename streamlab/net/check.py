@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 import httpx
 
-from ..core.conformance import ProbeRequest, ProbeResult, Report, probes_for
-from ..core.errors import ConnectFailed
-from ..core.grading import grade, timing_facts
+from streamlab.core.conformance import ProbeRequest, ProbeResult, Report, probes_for
+from streamlab.core.errors import ConnectFailed
+from streamlab.core.grading import grade, timing_facts
 
 __all__ = ["check_endpoint", "run_probe", "DEFAULT_TIMEOUT", "MAX_BODY_BYTES", "USER_AGENT"]
 

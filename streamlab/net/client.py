@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from ..core.errors import (
+from streamlab.core.errors import (
     BadStatus,
     ConnectFailed,
     ConnectionBroken,
@@ -38,9 +38,9 @@ from ..core.errors import (
     RequestNotSent,
     StreamEndError,
 )
-from ..core.reading import Keep, TimedEvent
-from ..core.sse import SSEEvent, SSEParser
-from .eventstream import (
+from streamlab.core.reading import Keep, TimedEvent
+from streamlab.core.sse import SSEEvent, SSEParser
+from streamlab.net.eventstream import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_READ_TIMEOUT,
     MAX_ERROR_BODY_BYTES,

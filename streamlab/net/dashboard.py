@@ -31,12 +31,12 @@ import secrets
 import threading
 import time
 
-from ..core.board import Board, BoardEvent, Visit
-from ..core.plan import last_event_id
-from ..core.request import RequestHead
-from ..core.shapes import error_body
-from .records import RecordBook, RequestRecord
-from .wire import Connection, PageHandler
+from streamlab.core.board import Board, BoardEvent, Visit
+from streamlab.core.plan import last_event_id
+from streamlab.core.request import RequestHead
+from streamlab.core.shapes import error_body
+from streamlab.net.records import RecordBook, RequestRecord
+from streamlab.net.wire import Connection, PageHandler
 
 __all__ = ["RoomFeed", "visit_of", "DASHBOARD_PATH", "DEFAULT_KEEPALIVE", "DEFAULT_RETRY_MS"]
 

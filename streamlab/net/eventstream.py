@@ -74,8 +74,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ..core.endings import Ending
-from ..core.errors import (
+from streamlab.core.endings import Ending
+from streamlab.core.errors import (
     ENDING_ERRORS,
     BadStatus,
     ConnectFailed,
@@ -89,9 +89,9 @@ from ..core.errors import (
     RequestNotSent,
     StreamEndError,
 )
-from ..core.policy import RETRYABLE_ENDINGS
-from ..core.reading import Keep, Reading, TimedEvent
-from ..core.sse import SSEEvent, SSEParser
+from streamlab.core.policy import RETRYABLE_ENDINGS
+from streamlab.core.reading import Keep, Reading, TimedEvent
+from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
     "TimedEvent",

@@ -65,13 +65,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..core.breaker import Breaker, Health, Permit, history_text
-from ..core.gatewaylog import log_line, log_record
-from ..core.policy import parse_retry_after
-from ..core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of
-from .gatewaymetrics import CONTENT_TYPE, GatewayMetrics
-from .gatewaystream import Exchange, Failure
-from .relay import _FORWARD_REQUEST, _FORWARD_RESPONSE, DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT, ServedApp
+from streamlab.core.breaker import Breaker, Health, Permit, history_text
+from streamlab.core.gatewaylog import log_line, log_record
+from streamlab.core.policy import parse_retry_after
+from streamlab.core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of
+from streamlab.net.gatewaymetrics import CONTENT_TYPE, GatewayMetrics
+from streamlab.net.gatewaystream import Exchange, Failure
+from streamlab.net.relay import _FORWARD_REQUEST, _FORWARD_RESPONSE, DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT, ServedApp
 
 __all__ = ["Upstream", "upstreams_from", "GatewayConfig", "Gateway", "build_gateway_app", "serve_gateway",
            "stop_gateway", "ManualClock", "DEFAULT_NAMES", "LOGGER", "HOMES"]

@@ -22,11 +22,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..core.room import UsagePolicy
-from ..core.script import ScriptValue
-from .chaos import ChaosProxy
-from .gateway import Gateway, ManualClock
-from .standin import StandIn
+from streamlab.core.room import UsagePolicy
+from streamlab.core.script import ScriptValue
+from streamlab.net.chaos import ChaosProxy
+from streamlab.net.gateway import Gateway, ManualClock
+from streamlab.net.standin import StandIn
 
 __all__ = ["GatewayBench", "serve_bench", "stop_bench", "Offsets", "response_offsets"]
 

@@ -36,16 +36,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from ..core.breaker import Health, Permit, health_of
-from ..core.endings import Ending, Outcome
-from ..core.fallback import Move, Situation, decide
-from ..core.gatewaylog import AttemptNote, request_id_of
-from ..core.relaysummary import BOM, RelayedStream, raises_in_sdk
-from ..core.sse import SSEEvent, parse
-from .relay import _STREAM_HEADERS, _broken, _cancel, _disconnected, _request_facts
+from streamlab.core.breaker import Health, Permit, health_of
+from streamlab.core.endings import Ending, Outcome
+from streamlab.core.fallback import Move, Situation, decide
+from streamlab.core.gatewaylog import AttemptNote, request_id_of
+from streamlab.core.relaysummary import BOM, RelayedStream, raises_in_sdk
+from streamlab.core.sse import SSEEvent, parse
+from streamlab.net.relay import _STREAM_HEADERS, _broken, _cancel, _disconnected, _request_facts
 
 if TYPE_CHECKING:
-    from .gateway import GatewayState, Upstream
+    from streamlab.net.gateway import GatewayState, Upstream
 
 __all__ = ["Exchange", "Failure", "HOLD_LIMIT"]
 

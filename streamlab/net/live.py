@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
-from ..core.accumulate import ChatAccumulator
-from ..core.metrics import (
+from streamlab.core.accumulate import ChatAccumulator
+from streamlab.core.metrics import (
     RecordedRun,
     Schedule,
     Timing,
@@ -39,10 +39,10 @@ from ..core.metrics import (
     timing_from_points,
     timings_json,
 )
-from ..core.shapes import chat_completion_body, chat_text_stream
-from ..core.sse import SSEParser
-from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, astream_chat, stream_chat
-from .standin import Episode, Send, Wait
+from streamlab.core.shapes import chat_completion_body, chat_text_stream
+from streamlab.core.sse import SSEParser
+from streamlab.net.client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, astream_chat, stream_chat
+from streamlab.net.standin import Episode, Send, Wait
 
 __all__ = [
     "CLIENT_LABELS",

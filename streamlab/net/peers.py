@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import httpx
 
-from ..core.fuzz import Contender, ParseResult
-from ..core.sse import SSEEvent
+from streamlab.core.fuzz import Contender, ParseResult
+from streamlab.core.sse import SSEEvent
 
 __all__ = [
     "SSE_CONTENT_TYPE",

@@ -58,8 +58,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..core.endings import Ending
-from ..core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of, summary_line
+from streamlab.core.endings import Ending
+from streamlab.core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of, summary_line
 
 __all__ = ["Relay", "AppServer", "RelayConfig", "build_app", "serve_relay", "stop_relay", "DEFAULT_KEEPALIVE",
            "DEFAULT_READ_TIMEOUT"]

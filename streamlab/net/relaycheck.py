@@ -42,10 +42,10 @@ from typing import Any
 
 import httpx
 
-from ..core.relaygrade import CheckResult, RelayReport, SdkResult, StreamExpectation
-from .relaychecks import run_checks
-from .relayprobe import CheckOptions
-from .standin import StandIn
+from streamlab.core.relaygrade import CheckResult, RelayReport, SdkResult, StreamExpectation
+from streamlab.net.relaychecks import run_checks
+from streamlab.net.relayprobe import CheckOptions
+from streamlab.net.standin import StandIn
 
 __all__ = ["DEFAULT_UPSTREAM_PORT", "CheckOptions", "RelayUnderTest", "check_relay", "relay_command",
            "summaries_from_file", "CheckResult", "RelayReport", "SdkResult", "StreamExpectation"]

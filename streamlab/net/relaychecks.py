@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..core.endings import Outcome
-from ..core.relaygrade import (
+from streamlab.core.endings import Outcome
+from streamlab.core.relaygrade import (
     FuzzRun,
     RelayReport,
     SdkResult,
@@ -29,8 +29,8 @@ from ..core.relaygrade import (
     raw_offset,
     utf8_inner_offsets,
 )
-from ..core.sse import parse
-from .relayprobe import (
+from streamlab.core.sse import parse
+from streamlab.net.relayprobe import (
     CHAT,
     DEATHS,
     DELTA,
@@ -44,7 +44,7 @@ from .relayprobe import (
     build_script,
     raw_stream,
 )
-from .standin import StandIn
+from streamlab.net.standin import StandIn
 
 __all__ = ["CHECKS", "run_checks"]
 

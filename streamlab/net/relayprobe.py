@@ -21,18 +21,18 @@ import httpx
 import openai
 from openai.types.responses import ResponseTextDeltaEvent
 
-from ..core import shapes
-from ..core.endings import Outcome
-from ..core.relaygrade import (
+from streamlab.core import shapes
+from streamlab.core.endings import Outcome
+from streamlab.core.relaygrade import (
     GAVE_UP,
     CheckResult,
     RelayReport,
     SdkResult,
     StreamExpectation,
 )
-from ..core.sse import parse
-from .chaos import ChaosProxy
-from .standin import Cut, Episode, Send, Stall, StandIn, Wait, paced
+from streamlab.core.sse import parse
+from streamlab.net.chaos import ChaosProxy
+from streamlab.net.standin import Cut, Episode, Send, Stall, StandIn, Wait, paced
 
 __all__ = ["CheckOptions", "CheckRun", "RawResult", "Death", "DEATHS", "build_script", "raw_stream", "sdk_stream",
            "PIECES", "TEXT", "CHAT", "RESP", "DELTA", "HALF_GAP", "TTFT"]

@@ -35,17 +35,17 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..core.cursor import (
+from streamlab.core.cursor import (
     RESPONSES_TERMINAL_TYPES,
     SequenceCursor,
     is_content_event,
     is_keepalive,
     is_terminal_event,
 )
-from ..core.endings import Ending
-from ..core.errors import BadStatus, ResumeError, SequenceError
-from ..core.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEEvent, SSEParser
-from .client import (
+from streamlab.core.endings import Ending
+from streamlab.core.errors import BadStatus, ResumeError, SequenceError
+from streamlab.core.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEEvent, SSEParser
+from streamlab.net.client import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_READ_TIMEOUT,
     RETRYABLE_TRANSPORT_ERRORS,

@@ -28,9 +28,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.endings import Ending
-from ..core.errors import BadStatus, RetryError, StreamEndError
-from ..core.policy import (
+from streamlab.core.endings import Ending
+from streamlab.core.errors import BadStatus, RetryError, StreamEndError
+from streamlab.core.policy import (
     NEVER_RETRY_STATUSES,
     RETRYABLE_ENDINGS,
     RETRYABLE_STATUSES,

@@ -51,9 +51,9 @@ from typing import Any
 
 import openai
 
-from ..core.accumulate import ChatAccumulator, ResponsesAccumulator
-from ..core.endings import Ending, Outcome, outcome_of
-from ..core.errors import (
+from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
+from streamlab.core.endings import Ending, Outcome, outcome_of
+from streamlab.core.errors import (
     ErrorInStream,
     FrameError,
     IdleTimeout,
@@ -61,8 +61,8 @@ from ..core.errors import (
     SSELimitError,
     StreamEndError,
 )
-from ..core.sse import SSEEvent, SSEParser
-from .resuming import is_content_event
+from streamlab.core.sse import SSEEvent, SSEParser
+from streamlab.net.resuming import is_content_event
 
 __all__ = ["SDKToolCall", "SDKResult", "SDKStreamView", "AsyncSDKStreamView", "read_sdk_stream",
            "aread_sdk_stream", "ending_of_exception"]

@@ -41,13 +41,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..core.actions import Decision, Stream
-from ..core.plan import derive_body, plan, stream_cancelled
-from ..core.profiles import Profile, get_profile
-from ..core.request import Request, RequestHead
-from ..core.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
-from ..core.scenarios import SCENARIOS, scenario
-from ..core.script import (
+from streamlab.core.actions import Decision, Stream
+from streamlab.core.plan import derive_body, plan, stream_cancelled
+from streamlab.core.profiles import Profile, get_profile
+from streamlab.core.request import Request, RequestHead
+from streamlab.core.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
+from streamlab.core.scenarios import SCENARIOS, scenario
+from streamlab.core.script import (
     Cut,
     End,
     Episode,
@@ -63,9 +63,15 @@ from ..core.script import (
     paced,
     split_frames,
 )
-from .dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, RoomFeed
-from .records import DEFAULT_MAX_RECORD_BYTES, DEFAULT_MAX_RECORDS, RecordBook, RequestRecord, RequestTotals
-from .wire import Connection, Limits, PageHandler, refuse_connection
+from streamlab.net.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, RoomFeed
+from streamlab.net.records import (
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_MAX_RECORDS,
+    RecordBook,
+    RequestRecord,
+    RequestTotals,
+)
+from streamlab.net.wire import Connection, Limits, PageHandler, refuse_connection
 
 __all__ = [
     "Wait", "Send", "KeepAlive", "Stall", "Cut", "End", "Step",

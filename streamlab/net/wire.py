@@ -29,7 +29,7 @@ from email.utils import formatdate
 from http import HTTPStatus
 from typing import Protocol
 
-from ..core.actions import (
+from streamlab.core.actions import (
     EVENT_STREAM_HEADERS,
     Close,
     Decision,
@@ -40,8 +40,8 @@ from ..core.actions import (
     reply_ending,
     stream_ending,
 )
-from ..core.endings import Ending
-from ..core.request import (
+from streamlab.core.endings import Ending
+from streamlab.core.request import (
     MAX_HEAD_BYTES,
     Request,
     RequestHead,
@@ -51,9 +51,9 @@ from ..core.request import (
     refusal,
     request_line_reply,
 )
-from ..core.room import learner_of
-from ..core.shapes import error_body
-from .records import RecordBook, _Rec
+from streamlab.core.room import learner_of
+from streamlab.core.shapes import error_body
+from streamlab.net.records import RecordBook, _Rec
 
 __all__ = ["Limits", "Host", "Connection", "PageHandler", "refuse_connection", "SERVER_NAME"]
 

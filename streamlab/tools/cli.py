@@ -16,7 +16,7 @@ from pathlib import Path
 
 def _cmd_parse(args: argparse.Namespace) -> int:
     """Parse a file (or stdin) of raw SSE bytes and print each event."""
-    from ..core.sse import SSELimitError, SSEParser
+    from streamlab.core.sse import SSELimitError, SSEParser
 
     raw = sys.stdin.buffer.read() if args.file == "-" else open(args.file, "rb").read()
     parser = SSEParser()
@@ -36,8 +36,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 def _cmd_fixtures(args: argparse.Namespace) -> int:
     """List the byte fixtures, or run the split harness on streamlab's parser."""
-    from ..core.fixtures import load_fixtures
-    from ..core.fuzz import run_harness, streamlab_contender
+    from streamlab.core.fixtures import load_fixtures
+    from streamlab.core.fuzz import run_harness, streamlab_contender
 
     fixtures = load_fixtures()
     if not args.fuzz:

@@ -20,7 +20,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     responses or both), then grade the raw bytes of every answer: pass, warn, fail or skip, with the
     offending bytes located and quoted, and why each finding matters. Timing facts are reported, never
     graded. Exit 0: nothing failed; 1: something failed; 2: the endpoint could not be checked."""
-    from ..net.check import check_endpoint
+    from streamlab.net.check import check_endpoint
 
     if args.timeout <= 0:
         print(f"error: --timeout must be a positive number of seconds, got {args.timeout:g}", file=sys.stderr)

@@ -12,7 +12,7 @@ __all__ = ["register"]
 def _cmd_quiz(args: argparse.Namespace) -> int:
     """Print a lab's checkpoint quiz as text: the questions and their choices, then (unless --no-answers)
     each answer, why, and the lab section that teaches it. The labs show the same quiz with buttons."""
-    from .quiz import available_quizzes, load_quiz, quiz_text
+    from streamlab.tools.quiz import available_quizzes, load_quiz, quiz_text
 
     if args.list or args.lab is None:
         for lab in available_quizzes():

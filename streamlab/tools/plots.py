@@ -32,12 +32,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from ..core.batching import batch, render_stats
-from ..core.breaker import Breaker, State
-from ..core.conformance import CHECKS, Report, Status, matrix_rows
-from ..core.fuzz import HarnessResult
-from ..core.metrics import Schedule, Timing, illustrative_blank_share
-from ..net.retrying import Attempt
+from streamlab.core.batching import batch, render_stats
+from streamlab.core.breaker import Breaker, State
+from streamlab.core.conformance import CHECKS, Report, Status, matrix_rows
+from streamlab.core.fuzz import HarnessResult
+from streamlab.core.metrics import Schedule, Timing, illustrative_blank_share
+from streamlab.net.retrying import Attempt
 
 __all__ = [
     "plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS", "plot_share_heatmap", "plot_strategy_bars",

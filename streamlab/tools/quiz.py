@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.fixtures import data_dir
+from streamlab.core.fixtures import data_dir
 
 __all__ = [
     "Choice",
@@ -399,7 +399,7 @@ def check_wire(question: Question) -> str | None:
 
     The expectation in the file is written by hand from the standard; this is the cross-check.
     """
-    from ..core.sse import SSEParser
+    from streamlab.core.sse import SSEParser
 
     if question.wire is None:
         return None

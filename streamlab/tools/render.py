@@ -20,9 +20,9 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 
 import ipywidgets as w
 
-from ..core.accumulate import ChatAccumulator
-from ..core.batching import DEFAULT_INTERVAL, Batcher, Flush, render_stats
-from ..core.reading import TimedEvent
+from streamlab.core.accumulate import ChatAccumulator
+from streamlab.core.batching import DEFAULT_INTERVAL, Batcher, Flush, render_stats
+from streamlab.core.reading import TimedEvent
 
 __all__ = ["render_batched", "chat_deltas", "side_by_side", "SideBySide"]
 

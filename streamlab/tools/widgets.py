@@ -14,11 +14,11 @@ import ipywidgets as w
 from IPython.display import display
 from matplotlib.figure import Figure
 
-from ..core.broken import split_explorer_text
-from ..core.fixtures import Fixture
-from ..core.fuzz import Contender
-from ..core.metrics import illustrative_blank_share, illustrative_timing, illustrative_total
-from .plots import DEFAULT_LENGTHS, plot_blank_share, plot_visible_chars
+from streamlab.core.broken import split_explorer_text
+from streamlab.core.fixtures import Fixture
+from streamlab.core.fuzz import Contender
+from streamlab.core.metrics import illustrative_blank_share, illustrative_timing, illustrative_total
+from streamlab.tools.plots import DEFAULT_LENGTHS, plot_blank_share, plot_visible_chars
 
 # =====================================================================================================
 # TTFT explorer (lab 04): sliders for TTFT, inter-token gap and answer length, ILLUSTRATIVE arithmetic.
