@@ -66,8 +66,8 @@ _EXPORTS: dict[str, str] = {
     "replay": "streamlab.core.accumulate",
     # sans-IO core: what the I/O layer reads, decides and plays
     "TimedEvent": "streamlab.core.reading",
-    "RetryPolicy": "streamlab.core.policy",
-    "SequenceCursor": "streamlab.core.cursor",
+    "RetryPolicy": "streamlab.core.retry",
+    "SequenceCursor": "streamlab.core.resume",
     "Episode": "streamlab.core.script",
     "Send": "streamlab.core.script",
     "Wait": "streamlab.core.script",
@@ -95,10 +95,10 @@ _EXPORTS: dict[str, str] = {
     "stop_serving": "streamlab.net.standin",
     "room_addresses": "streamlab.net.hostaddr",
     # I/O: retry and resume runners
-    "RetryingStream": "streamlab.net.retrying",
-    "AsyncRetryingStream": "streamlab.net.retrying",
-    "ResumableResponseStream": "streamlab.net.resuming",
-    "LastEventIdStream": "streamlab.net.resuming",
+    "RetryingStream": "streamlab.net.retry",
+    "AsyncRetryingStream": "streamlab.net.retry",
+    "ResumableResponseStream": "streamlab.net.resume",
+    "LastEventIdStream": "streamlab.net.resume",
 }
 
 __all__ = [
@@ -135,7 +135,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps this block equal to _EXPORTS)
     from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator, replay
-    from streamlab.core.cursor import SequenceCursor
     from streamlab.core.endings import Ending, Outcome, outcome_of
     from streamlab.core.errors import (
         BadStatus,
@@ -160,8 +159,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
     )
     from streamlab.core.fixtures import data_dir, load_fixture, load_fixtures
     from streamlab.core.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
-    from streamlab.core.policy import RetryPolicy
     from streamlab.core.reading import TimedEvent
+    from streamlab.core.resume import SequenceCursor
+    from streamlab.core.retry import RetryPolicy
     from streamlab.core.scenarios import RoomScenario, scenario, scenario_of
     from streamlab.core.script import (
         Cut,
@@ -186,6 +186,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
     )
     from streamlab.net.eventstream import AsyncEventStream, EventStream
     from streamlab.net.hostaddr import room_addresses
-    from streamlab.net.resuming import LastEventIdStream, ResumableResponseStream
-    from streamlab.net.retrying import AsyncRetryingStream, RetryingStream
+    from streamlab.net.resume import LastEventIdStream, ResumableResponseStream
+    from streamlab.net.retry import AsyncRetryingStream, RetryingStream
     from streamlab.net.standin import StandIn, serve, stop_serving

@@ -14,8 +14,8 @@ import pytest
 from streamlab.core.accumulate import ChatAccumulator, Outcome, ResponsesAccumulator
 from streamlab.core.shapes import chat_text_stream, responses_text_stream
 from streamlab.net.client import astream_chat, stream_chat
-from streamlab.net.resuming import ResumableResponseStream
-from streamlab.net.retrying import RetryingStream
+from streamlab.net.resume import ResumableResponseStream
+from streamlab.net.retry import RetryingStream
 from streamlab.net.standin import Episode, StandIn, StoredResponse, paced
 
 N_PIECES = 200

@@ -102,7 +102,7 @@ def test_type_checking_block_matches_the_exports() -> None:
     """Editors and type checkers read the TYPE_CHECKING imports; they must say what `_EXPORTS` does."""
     tree = ast.parse(Path(streamlab.__file__).read_text(encoding="utf-8"))
     block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    static = {alias.name: f"streamlab.{node.module}" for node in block.body if isinstance(node, ast.ImportFrom)
+    static = {alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom)
               for alias in node.names}
     assert static == streamlab._EXPORTS
 

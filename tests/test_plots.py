@@ -117,8 +117,8 @@ def test_plot_attempts_makes_its_own_figure_outside_pyplot() -> None:
     """Like every figure here, the retry timeline is a plain Figure: nothing leaks into pyplot's figure list."""
     import matplotlib.pyplot as plt
 
-    from streamlab.core.policy import AttemptResult, Decision
-    from streamlab.net.retrying import Attempt
+    from streamlab.core.retry import AttemptResult, Decision
+    from streamlab.net.retry import Attempt
     from streamlab.tools.plots import plot_attempts
 
     before = plt.get_fignums()
@@ -180,8 +180,8 @@ def test_strategy_bars_differ_by_hatch_as_well_as_colour(harness) -> None:
 
 
 def test_retry_timeline_says_in_a_legend_what_its_markers_and_bars_are() -> None:
-    from streamlab.core.policy import AttemptResult, Decision
-    from streamlab.net.retrying import Attempt
+    from streamlab.core.retry import AttemptResult, Decision
+    from streamlab.net.retry import Attempt
     from streamlab.tools.plots import plot_attempts
 
     attempts = [Attempt(1, 0.0, 0.0, AttemptResult(status=503), Decision(True, 0.5, "x", "backoff")),

@@ -26,7 +26,7 @@ from streamlab.core.shapes import (
 )
 from streamlab.core.sse import SSEEvent, SSEParser, parse
 from streamlab.net.client import IdleTimeout, stream_responses
-from streamlab.net.resuming import (
+from streamlab.net.resume import (
     LastEventIdStream,
     ResumableResponseStream,
     ResumeError,

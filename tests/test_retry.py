@@ -12,11 +12,11 @@ import pytest
 
 from streamlab.core.endings import Ending
 from streamlab.core.errors import EventTooLarge, SSELimitError
-from streamlab.core.policy import NOT_RETRIED, RETRYABLE_ENDINGS
+from streamlab.core.retry import NOT_RETRIED, RETRYABLE_ENDINGS
 from streamlab.core.shapes import chat_text_stream
 from streamlab.core.sse import SSEParser
 from streamlab.net.client import ConnectionBroken, astream_chat, stream_chat
-from streamlab.net.retrying import (
+from streamlab.net.retry import (
     AsyncRetryingStream,
     Attempt,
     AttemptResult,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from streamlab.core.endings import TRANSPORT_FAILURES, Ending
-from streamlab.core.policy import is_retryable_status
+from streamlab.core.retry import is_retryable_status
 
 __all__ = ["Move", "Situation", "Verdict", "worth_another", "decide", "remaining", "MOVES"]
 

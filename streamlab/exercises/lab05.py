@@ -7,7 +7,7 @@
 * 05.2 `should_retry(status, events_delivered)`: the retry rule as a function.
 * 05.3 `resume_cursor(payloads)`: the `starting_after` value after the events handled so far.
 
-The checkers compare with `streamlab.core.policy.RetryPolicy` and `streamlab.core.cursor.SequenceCursor`, the same
+The checkers compare with `streamlab.core.retry.RetryPolicy` and `streamlab.core.resume.SequenceCursor`, the same
 code the lab runs against the stand-in.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamlab.core.cursor import SequenceCursor
 from streamlab.core.errors import SequenceError
-from streamlab.core.policy import AttemptResult, RetryPolicy
+from streamlab.core.resume import SequenceCursor
+from streamlab.core.retry import AttemptResult, RetryPolicy
 from streamlab.exercises import NotAttempted, exercise, function_answer
 
 ACTIONS = ("retry", "restart", "resume", "report")

@@ -89,8 +89,8 @@ from streamlab.core.errors import (
     RequestNotSent,
     StreamEndError,
 )
-from streamlab.core.policy import RETRYABLE_ENDINGS
 from streamlab.core.reading import Keep, Reading, TimedEvent
+from streamlab.core.retry import RETRYABLE_ENDINGS
 from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
@@ -122,7 +122,7 @@ MAX_ERROR_BODY_BYTES = 1024 * 1024
 
 RETRYABLE_TRANSPORT_ERRORS: tuple[type[StreamEndError], ...] = tuple(
     ENDING_ERRORS[e] for e in sorted(RETRYABLE_ENDINGS))
-"""Transport failures a retry or a reconnect may fix (`streamlab.core.policy.RETRYABLE_ENDINGS`)."""
+"""Transport failures a retry or a reconnect may fix (`streamlab.core.retry.RETRYABLE_ENDINGS`)."""
 
 
 # --- the one seam where httpx's exceptions become streamlab's ---------------------------------------

@@ -67,8 +67,8 @@ from starlette.routing import Route
 
 from streamlab.core.breaker import Breaker, Health, Permit, history_text
 from streamlab.core.gatewaylog import log_line, log_record
-from streamlab.core.policy import parse_retry_after
 from streamlab.core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of
+from streamlab.core.retry import parse_retry_after
 from streamlab.net.gatewaymetrics import CONTENT_TYPE, GatewayMetrics
 from streamlab.net.gatewaystream import Exchange, Failure
 from streamlab.net.relay import _FORWARD_REQUEST, _FORWARD_RESPONSE, DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT, ServedApp

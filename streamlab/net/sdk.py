@@ -62,7 +62,7 @@ from streamlab.core.errors import (
     StreamEndError,
 )
 from streamlab.core.sse import SSEEvent, SSEParser
-from streamlab.net.resuming import is_content_event
+from streamlab.net.resume import is_content_event
 
 __all__ = ["SDKToolCall", "SDKResult", "SDKStreamView", "AsyncSDKStreamView", "read_sdk_stream",
            "aread_sdk_stream", "ending_of_exception"]

@@ -37,7 +37,7 @@ from streamlab.core.breaker import Breaker, State
 from streamlab.core.conformance import CHECKS, Report, Status, matrix_rows
 from streamlab.core.fuzz import HarnessResult
 from streamlab.core.metrics import Schedule, Timing, illustrative_blank_share
-from streamlab.net.retrying import Attempt
+from streamlab.net.retry import Attempt
 
 __all__ = [
     "plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS", "plot_share_heatmap", "plot_strategy_bars",

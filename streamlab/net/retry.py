@@ -2,7 +2,7 @@
 
 `RetryingStream(open_stream, policy)` / `AsyncRetryingStream(...)` open one client stream per attempt
 (`streamlab.net.client`), hand every event to the caller as it arrives, and when an attempt fails before
-its first event ask the pure policy (`streamlab.core.policy.RetryPolicy.decide`) whether and when to try
+its first event ask the pure policy (`streamlab.core.retry.RetryPolicy.decide`) whether and when to try
 again. Every attempt is recorded as an `Attempt` (when it started, what came back, what was decided), and
 when they give up they raise `RetryError`, whose message lists each attempt. `sleep`, `clock` and
 `wall_clock` are injectable, so a `VirtualClock` makes a run deterministic.
@@ -15,8 +15,8 @@ than the parser's limits, a request that cannot be sent) it records the attempt 
 own error; after the first event it always re-raises the client's error, since the caller already has part
 of an answer.
 
-The policy names are re-exported from here so `from streamlab.net.retrying import RetryPolicy` keeps
-working; they are defined in `streamlab.core.policy`. The timeline figure is
+The policy names are re-exported from here so `from streamlab.net.retry import RetryPolicy` keeps
+working; they are defined in `streamlab.core.retry`. The timeline figure is
 `streamlab.tools.plots.plot_attempts`.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from streamlab.core.endings import Ending
 from streamlab.core.errors import BadStatus, RetryError, StreamEndError
-from streamlab.core.policy import (
+from streamlab.core.retry import (
     NEVER_RETRY_STATUSES,
     RETRYABLE_ENDINGS,
     RETRYABLE_STATUSES,
@@ -46,7 +46,7 @@ __all__ = [
     "Attempt",
     "RetryingStream",
     "AsyncRetryingStream",
-    # re-exported from streamlab.core.policy / streamlab.core.errors
+    # re-exported from streamlab.core.retry / streamlab.core.errors
     "RETRYABLE_STATUSES",
     "NEVER_RETRY_STATUSES",
     "AttemptResult",

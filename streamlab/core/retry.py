@@ -5,7 +5,7 @@ it. Before the first event nothing was shown, so a connection error, a 408 (the 
 for us), a 409 (a lock conflict), a 429 (slow down) or a 5xx may be retried with a fresh request. After the
 first event a new request produces a *new* answer (sampling is random), so gluing it onto the half-shown
 old one duplicates or garbles text; the caller must choose between "discard and restart" and a resumable
-mechanism (`streamlab.net.resuming`). 400, 401, 403, 404 and 422 say "your request is wrong" and are never
+mechanism (`streamlab.net.resume`). 400, 401, 403, 404 and 422 say "your request is wrong" and are never
 retried: sending the same bytes again gives the same answer.
 
 How each client ending (`streamlab.core.endings.Ending`) is treated, from two tables:
@@ -20,7 +20,7 @@ How each client ending (`streamlab.core.endings.Ending`) is treated, from two ta
 ("retry after X s, because ..." or "give up, because ..."). It reads no clock: `now` (epoch seconds) is
 passed in to turn an HTTP-date `Retry-After` into a delay, and a seeded `random.Random` makes the jitter
 reproducible. `VirtualClock` is a clock that only moves when something sleeps on it, for deterministic
-timelines. The runners that execute decisions against the client live in `streamlab.net.retrying`; the
+timelines. The runners that execute decisions against the client live in `streamlab.net.retry`; the
 timeline figure is `streamlab.tools.plots.plot_attempts`.
 """
 
@@ -108,7 +108,7 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     `retry-after-ms` (milliseconds, a number; an OpenAI extension) wins over the standard `Retry-After`
     (RFC 9110 section 10.2.3: either a non-negative number of seconds or an HTTP date). An HTTP date is
     turned into a delay against `now` (wall-clock epoch seconds): this module reads no clock, so without
-    `now` a date cannot be used and is ignored (the runners in `streamlab.net.retrying` always pass it).
+    `now` a date cannot be used and is ignored (the runners in `streamlab.net.retry` always pass it).
     A date in the past means "now": 0 s. Unparseable or negative values are ignored, as if the header were
     absent. Returns (None, "") when no usable header is present.
     """

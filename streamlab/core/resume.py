@@ -10,7 +10,7 @@ the user sees.
 Also here, because the cursor and the reconnecting streams both need them: `is_keepalive` (a payload that
 must not move a cursor), `is_content_event` (the content test for the client's `idle_timeout`: keep-alive
 events are not content) and `RESPONSES_TERMINAL_TYPES` (event types after which no reconnect follows).
-The streams that reconnect with this cursor live in `streamlab.net.resuming`.
+The streams that reconnect with this cursor live in `streamlab.net.resume`.
 """
 
 from __future__ import annotations

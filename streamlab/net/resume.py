@@ -3,7 +3,7 @@
 Two mechanisms, both reconnect transparently (the caller just iterates events):
 
 * Responses background mode (the documented OpenAI route). `ResumableResponseStream` keeps a
-  `SequenceCursor` (`streamlab.core.cursor`: the number of the last event handled) and, when the
+  `SequenceCursor` (`streamlab.core.resume`: the number of the last event handled) and, when the
   connection drops, asks for the rest with `GET /v1/responses/{id}?stream=true&starting_after=<cursor>`.
   Keep-alive events never move the cursor; a replayed or skipped `sequence_number` raises `SequenceError`.
 * The standard SSE mechanism (WHATWG HTML 9.2): a stream whose events carry `id:` fields lets the client
@@ -21,8 +21,8 @@ between bytes), `deadline` (the whole request) and `idle_timeout` (bytes keep ar
 comments say, but no content event does). `is_content_event` is the content test to give it for
 Responses streams, whose keep-alive events must not count as content.
 
-The cursor names are re-exported from here so `from streamlab.net.resuming import SequenceCursor` keeps
-working; they are defined in `streamlab.core.cursor`.
+The cursor names are re-exported from here so `from streamlab.net.resume import SequenceCursor` keeps
+working; they are defined in `streamlab.core.resume`.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from streamlab.core.cursor import (
+from streamlab.core.endings import Ending
+from streamlab.core.errors import BadStatus, ResumeError, SequenceError
+from streamlab.core.resume import (
     RESPONSES_TERMINAL_TYPES,
     SequenceCursor,
     is_content_event,
     is_keepalive,
     is_terminal_event,
 )
-from streamlab.core.endings import Ending
-from streamlab.core.errors import BadStatus, ResumeError, SequenceError
 from streamlab.core.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEEvent, SSEParser
 from streamlab.net.client import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -59,7 +59,7 @@ __all__ = [
     "Connection",
     "ResumableResponseStream",
     "LastEventIdStream",
-    # re-exported from streamlab.core.cursor / streamlab.core.errors
+    # re-exported from streamlab.core.resume / streamlab.core.errors
     "SequenceCursor",
     "SequenceError",
     "ResumeError",
