@@ -19,7 +19,7 @@ import pytest
 
 from conftest import free_port, http_response
 from streamlab.core import shapes
-from streamlab.core.conformance import (
+from streamlab.core.conformance.checks import (
     CHECK_IDS,
     CHECKS,
     ProbeResult,
@@ -28,7 +28,7 @@ from streamlab.core.conformance import (
     probes_for,
     render_matrix,
 )
-from streamlab.core.grading import grade, timing_facts
+from streamlab.core.conformance.grade import grade, timing_facts
 from streamlab.core.scan import scan
 from streamlab.net.check import check_endpoint
 from streamlab.tools.cli import main

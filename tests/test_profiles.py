@@ -15,8 +15,8 @@ import pytest
 
 from conftest import ASK
 from streamlab.core import shapes
-from streamlab.core.conformance import CHECK_IDS, ProbeResult, Status, probes_for
-from streamlab.core.grading import grade
+from streamlab.core.conformance.checks import CHECK_IDS, ProbeResult, Status, probes_for
+from streamlab.core.conformance.grade import grade
 from streamlab.core.profiles import (
     ANSWER_PIECES,
     PROFILE_NAMES,
@@ -205,7 +205,7 @@ def test_unknown_names_are_refused_and_say_what_is_known() -> None:
 
 
 def test_the_compatibility_matrix_figure_and_its_text_twin_agree() -> None:
-    from streamlab.core.conformance import Report, render_matrix
+    from streamlab.core.conformance.checks import Report, render_matrix
     from streamlab.tools.plots import plot_compatibility_matrix
 
     reports = {name: Report("stand-in", "any", "both", grade(simulate(name))) for name in PROFILE_NAMES}

@@ -2,7 +2,7 @@
 
 A `Profile` names a real server at a stated version and lists its `Quirk`s: each one says what the server does
 differently from the OpenAI API reference, where that is documented (an issue, a pull request, a release
-note), which conformance check (`streamlab.core.conformance.CHECKS`) reports it and how (warn or fail), and
+note), which conformance check (`streamlab.core.conformance.checks.CHECKS`) reports it and how (warn or fail), and
 which `streamlab.core.quirks` fault reproduces it. `variations` are changes that break no promise (an extra
 field, a keep-alive comment, a tool call sent whole) and must draw no finding. The quirk list is data, so a
 test can demand that `streamlab check` against the stand-in in a profile reports exactly those checks, no
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streamlab.core.conformance import CHECKS, Status
+from streamlab.core.conformance.checks import CHECKS, Status
 from streamlab.core.quirks import FAULTS, Context, apply_usage_rule, frames_of, steps_from
 from streamlab.core.script import Episode, ErrorEpisode, paced
 from streamlab.core.shapes import (

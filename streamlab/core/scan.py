@@ -7,7 +7,7 @@ feeds the parser one block at a time. Each feed completes at most one event, so 
 dispatches is pinned to the block that carried it: the events are the parser's own (every rule of the
 standard applies), and the positions come from the block they completed in.
 
-Nothing here judges: `streamlab.core.grading` does. A parser limit (a line over `max_line_bytes`, say) stops
+Nothing here judges: `streamlab.core.conformance.grade` does. A parser limit (a line over `max_line_bytes`, say) stops
 the scan where it struck and is recorded, with everything found before it kept.
 """
 

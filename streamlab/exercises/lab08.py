@@ -23,8 +23,8 @@ from functools import cache
 from typing import Any
 
 from streamlab.core import shapes
-from streamlab.core.conformance import TOOL, ProbeResult, Report, probes_for
-from streamlab.core.grading import grade
+from streamlab.core.conformance.checks import TOOL, ProbeResult, Report, probes_for
+from streamlab.core.conformance.grade import grade
 from streamlab.core.profiles import ANSWER_PIECES, PROFILE_NAMES, PROFILES, answer_episode, apply_profile
 from streamlab.core.script import ErrorEpisode
 from streamlab.core.sse import parse

@@ -1,8 +1,8 @@
 """`streamlab check`'s runs: send the conformance probes to an endpoint and keep each raw body (I/O layer).
 
-`check_endpoint(base_url, model=...)` sends the requests of `streamlab.core.conformance.probes_for` one after
+`check_endpoint(base_url, model=...)` sends the requests of `streamlab.core.conformance.checks.probes_for` one after
 the other with httpx, reads every body as raw bytes (the arrival time of each network read noted), and hands
-the results to `streamlab.core.grading.grade`, which decides everything. This module only sends, reads,
+the results to `streamlab.core.conformance.grade.grade`, which decides everything. This module only sends, reads,
 times and stops reading:
 
 * every request has a `timeout`: to connect, for each read, and for the whole body (a stream that keeps
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 import httpx
 
-from streamlab.core.conformance import ProbeRequest, ProbeResult, Report, probes_for
+from streamlab.core.conformance.checks import ProbeRequest, ProbeResult, Report, probes_for
+from streamlab.core.conformance.grade import grade, timing_facts
 from streamlab.core.errors import ConnectFailed
-from streamlab.core.grading import grade, timing_facts
 
 __all__ = ["check_endpoint", "run_probe", "DEFAULT_TIMEOUT", "MAX_BODY_BYTES", "USER_AGENT"]
 

@@ -34,7 +34,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from streamlab.core.batching import batch, render_stats
 from streamlab.core.breaker import Breaker, State
-from streamlab.core.conformance import CHECKS, Report, Status, matrix_rows
+from streamlab.core.conformance.checks import CHECKS, Report, Status, matrix_rows
 from streamlab.core.fuzz import HarnessResult
 from streamlab.core.metrics import Schedule, Timing, illustrative_blank_share
 from streamlab.net.retry import Attempt
@@ -279,7 +279,7 @@ def plot_compatibility_matrix(reports: Mapping[str, Report], checks: Sequence[st
 
     Rows follow `checks` (default: every check some report graded), with a line between check groups. Each
     cell's mark is a text artist with gid "cell:CHECK:NAME". The text twin is
-    `streamlab.core.conformance.render_matrix` on the same reports.
+    `streamlab.core.conformance.checks.render_matrix` on the same reports.
     """
     rows = matrix_rows(reports, checks)
     names = list(reports)

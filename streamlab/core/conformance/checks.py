@@ -8,7 +8,7 @@ for the Responses API), the results it gets back (`ProbeResult`: status, headers
 and the `Report` it makes of them: one `Finding` per check, pass / warn / fail / skip, with the evidence
 located in the bytes (probe, event number, byte offset, the bytes quoted) and a `why`.
 
-The verdicts themselves come from `streamlab.core.grading`; the requests are sent by `streamlab.net.check`.
+The verdicts themselves come from `streamlab.core.conformance.grade`; the requests are sent by `streamlab.net.check`.
 Three rules shape every check:
 
 * fail: code written from the documentation (the SDK's loop, an agent's tool loop, a billing job) loses data,

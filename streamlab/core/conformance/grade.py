@@ -2,8 +2,8 @@
 
 `grade(results, dialect=...)` is the whole conformance verdict: it reads each `ProbeResult` (status, headers,
 body bytes) with `streamlab.core.scan` (the library's `SSEParser`, with every event pinned to its bytes) and
-runs every check of `streamlab.core.conformance.CHECKS` that applies to the dialect: the error checks here,
-the Chat ones in `streamlab.core.gradechat`, the Responses ones in `streamlab.core.graderesponses`. Each
+runs every check of `streamlab.core.conformance.checks.CHECKS` that applies to the dialect: the error checks here,
+the Chat ones in `streamlab.core.conformance.chat`, the Responses ones in `streamlab.core.conformance.responses`. Each
 check looks at every stream it concerns and reports its worst verdict, with the evidence for it: the probe,
 the event number, the byte offset and the bytes. Nothing here touches a socket or a clock, so every check is
 tested on bytes alone, and the same functions grade the stand-in's profiles and a real server.
@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from streamlab.core.conformance import CHECK_IDS, CHECKS, Evidence, Finding, ProbeResult, Status, TimingFact
-from streamlab.core.gradebase import Stream, Worst, body_evidence, carries, pick, status_line, streams_of
-from streamlab.core.gradechat import chat_findings
-from streamlab.core.graderesponses import responses_findings
+from streamlab.core.conformance.base import Stream, Worst, body_evidence, carries, pick, status_line, streams_of
+from streamlab.core.conformance.chat import chat_findings
+from streamlab.core.conformance.checks import CHECK_IDS, CHECKS, Evidence, Finding, ProbeResult, Status, TimingFact
+from streamlab.core.conformance.responses import responses_findings
 from streamlab.core.scan import Block, quote
 
 __all__ = ["grade", "timing_facts"]

@@ -1,8 +1,8 @@
 """The Chat Completions checks: [DONE], chunk shape, roles, finish reasons, usage, tool calls (sans-IO core).
 
-Each function looks at the Chat streams the checker got (`streamlab.core.gradebase.Stream`) and returns the
-findings of its checks (`streamlab.core.conformance.CHECKS`), worst verdict first seen, with the evidence.
-`chat_findings` runs them all; `streamlab.core.grading.grade` calls it.
+Each function looks at the Chat streams the checker got (`streamlab.core.conformance.base.Stream`) and returns the
+findings of its checks (`streamlab.core.conformance.checks.CHECKS`), worst verdict first seen, with the evidence.
+`chat_findings` runs them all; `streamlab.core.conformance.grade.grade` calls it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamlab.core.conformance import Finding, ProbeResult, Status
-from streamlab.core.gradebase import (
+from streamlab.core.conformance.base import (
     Stream,
     Worst,
     body_evidence,
@@ -26,6 +25,7 @@ from streamlab.core.gradebase import (
     pick,
     streams_of,
 )
+from streamlab.core.conformance.checks import Finding, ProbeResult, Status
 from streamlab.core.scan import Block
 
 __all__ = ["chat_findings"]

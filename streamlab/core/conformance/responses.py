@@ -1,8 +1,8 @@
 """The Responses API checks: event names, sequence numbers, .done values, the terminal event, usage (sans-IO core).
 
-Each function looks at the Responses streams the checker got (`streamlab.core.gradebase.Stream`) and returns
-its check's finding (`streamlab.core.conformance.CHECKS`), worst verdict first seen, with the evidence.
-`responses_findings` runs them all; `streamlab.core.grading.grade` calls it.
+Each function looks at the Responses streams the checker got (`streamlab.core.conformance.base.Stream`) and returns
+its check's finding (`streamlab.core.conformance.checks.CHECKS`), worst verdict first seen, with the evidence.
+`responses_findings` runs them all; `streamlab.core.conformance.grade.grade` calls it.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from streamlab.core.conformance import Finding, ProbeResult, Status
-from streamlab.core.gradebase import (
+from streamlab.core.conformance.base import (
     RESPONSES_TERMINALS,
     Stream,
     Worst,
@@ -23,6 +22,7 @@ from streamlab.core.gradebase import (
     pick,
     streams_of,
 )
+from streamlab.core.conformance.checks import Finding, ProbeResult, Status
 from streamlab.core.scan import Block
 
 __all__ = ["responses_findings"]

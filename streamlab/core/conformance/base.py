@@ -1,9 +1,9 @@
 """What every conformance check stands on: scanned streams, the worst verdict, status and framing (sans-IO core).
 
-`streamlab.core.grading` grades an endpoint; the checks of each dialect live in `streamlab.core.gradechat`
-and `streamlab.core.graderesponses`. They share what is here: `Stream` (one probe's body, scanned by
-`streamlab.core.scan`, with its Chat chunks picked out), `Worst` (a check looks at every stream it concerns
-and keeps its worst verdict, first seen among equals), the evidence helpers, and the two checks every
+`streamlab.core.conformance.grade` grades an endpoint; the checks of each dialect live in
+`streamlab.core.conformance.chat` and `streamlab.core.conformance.responses`. They share what is here: `Stream` (one
+probe's body, scanned by `streamlab.core.scan`, with its Chat chunks picked out), `Worst` (a check looks at every
+stream it concerns and keeps its worst verdict, first seen among equals), the evidence helpers, and the two checks every
 dialect has: the status line and the SSE framing.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamlab.core.conformance import Evidence, Finding, ProbeResult, Status
+from streamlab.core.conformance.checks import Evidence, Finding, ProbeResult, Status
 from streamlab.core.scan import KNOWN_FIELDS, Block, Scan, quote, scan
 
 __all__ = ["RESPONSES_TERMINALS", "Worst", "Stream", "body_evidence", "status_line", "is_done", "carries",
