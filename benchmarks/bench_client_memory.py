@@ -1,6 +1,6 @@
 """Client memory benchmark: peak memory while streaming 200,000 Chat Completions events (~46 MB) on loopback.
 
-Three readers of the same bytes, served by the stand-in (`streamlab.net.standin.StandIn`) in its own
+Three readers of the same bytes, served by the stand-in (`streamlab.net.standin.server.StandIn`) in its own
 process, each reader in a fresh process of its own so that one's heap cannot flatter or burden another:
 
 * `streamlab keep=all`  - `stream_chat(...)`, the default: every byte and every event is kept
@@ -42,7 +42,7 @@ MESSAGES = [{"role": "user", "content": "Count."}]
 def serve(n_events: int) -> None:
     """Serve the stream in 64 KiB HTTP chunks until stdin closes; print the base URL and the body size first."""
     from streamlab.core import shapes
-    from streamlab.net.standin import Episode, Send, StandIn
+    from streamlab.net.standin.server import Episode, Send, StandIn
 
     frames = shapes.chat_text_stream([f"tok{i} " for i in range(n_events)], model=MODEL)
     body = b"".join(frames)

@@ -32,7 +32,7 @@ import httpx
 
 from streamlab.core import shapes
 from streamlab.net.client import AsyncEventStream, EventStream, TimedEvent, astream_chat, stream_chat
-from streamlab.net.standin import Episode, Send, StandIn, Wait
+from streamlab.net.standin.server import Episode, Send, StandIn, Wait
 
 TOKENS = 30
 GAP = 0.02

@@ -43,7 +43,7 @@ import httpx
 from streamlab.core import shapes
 from streamlab.core.sse import SSEParser
 from streamlab.net.relay import Relay
-from streamlab.net.standin import Episode, Send, StandIn, Wait
+from streamlab.net.standin.server import Episode, Send, StandIn, Wait
 
 TTFT = 0.2
 BULK_WRITE = 64 * 1024

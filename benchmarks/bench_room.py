@@ -47,10 +47,10 @@ from typing import Any
 
 import psutil
 
-from streamlab.core.scenarios import scenario
-from streamlab.net.standin import StandIn
+from streamlab.core.standin.scenarios import scenario
+from streamlab.net.standin.server import StandIn
 
-TTFT = 0.30  # the ttft scenario's schedule (streamlab.core.scenarios): first token after 0.30 s,
+TTFT = 0.30  # the ttft scenario's schedule (streamlab.core.standin.scenarios): first token after 0.30 s,
 GAP = 0.05  # then one every 0.05 s,
 TOKENS = 20  # 20 tokens in all
 TEXT = "".join(f"w{i:02d} " for i in range(TOKENS))
@@ -73,7 +73,7 @@ def _sketch_steps() -> tuple[Any, ...]:
 
 
 async def _sketch_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    from streamlab.core.script import Send, Wait
+    from streamlab.core.standin.script import Send, Wait
 
     try:
         head = await reader.readuntil(b"\r\n\r\n")

@@ -68,19 +68,19 @@ _EXPORTS: dict[str, str] = {
     "TimedEvent": "streamlab.core.reading",
     "RetryPolicy": "streamlab.core.retry",
     "SequenceCursor": "streamlab.core.resume",
-    "Episode": "streamlab.core.script",
-    "Send": "streamlab.core.script",
-    "Wait": "streamlab.core.script",
-    "KeepAlive": "streamlab.core.script",
-    "Stall": "streamlab.core.script",
-    "Cut": "streamlab.core.script",
-    "End": "streamlab.core.script",
-    "error_episode": "streamlab.core.script",
-    "paced": "streamlab.core.script",
-    "StoredResponse": "streamlab.core.script",
-    "scenario": "streamlab.core.scenarios",
-    "scenario_of": "streamlab.core.scenarios",
-    "RoomScenario": "streamlab.core.scenarios",
+    "Episode": "streamlab.core.standin.script",
+    "Send": "streamlab.core.standin.script",
+    "Wait": "streamlab.core.standin.script",
+    "KeepAlive": "streamlab.core.standin.script",
+    "Stall": "streamlab.core.standin.script",
+    "Cut": "streamlab.core.standin.script",
+    "End": "streamlab.core.standin.script",
+    "error_episode": "streamlab.core.standin.script",
+    "paced": "streamlab.core.standin.script",
+    "StoredResponse": "streamlab.core.standin.script",
+    "scenario": "streamlab.core.standin.scenarios",
+    "scenario_of": "streamlab.core.standin.scenarios",
+    "RoomScenario": "streamlab.core.standin.scenarios",
     # I/O: the client
     "EventStream": "streamlab.net.eventstream",
     "AsyncEventStream": "streamlab.net.eventstream",
@@ -90,10 +90,10 @@ _EXPORTS: dict[str, str] = {
     "astream_responses": "streamlab.net.client",
     "resume_response": "streamlab.net.client",
     # I/O: the stand-in server
-    "StandIn": "streamlab.net.standin",
-    "serve": "streamlab.net.standin",
-    "stop_serving": "streamlab.net.standin",
-    "room_addresses": "streamlab.net.hostaddr",
+    "StandIn": "streamlab.net.standin.server",
+    "serve": "streamlab.net.standin.server",
+    "stop_serving": "streamlab.net.standin.server",
+    "room_addresses": "streamlab.net.standin.hostaddr",
     # I/O: retry and resume runners
     "RetryingStream": "streamlab.net.retry",
     "AsyncRetryingStream": "streamlab.net.retry",
@@ -162,8 +162,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
     from streamlab.core.reading import TimedEvent
     from streamlab.core.resume import SequenceCursor
     from streamlab.core.retry import RetryPolicy
-    from streamlab.core.scenarios import RoomScenario, scenario, scenario_of
-    from streamlab.core.script import (
+    from streamlab.core.shapes import chat_text_stream, responses_text_stream
+    from streamlab.core.sse import SSEEvent, SSEParser, parse
+    from streamlab.core.standin.scenarios import RoomScenario, scenario, scenario_of
+    from streamlab.core.standin.script import (
         Cut,
         End,
         Episode,
@@ -175,8 +177,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
         error_episode,
         paced,
     )
-    from streamlab.core.shapes import chat_text_stream, responses_text_stream
-    from streamlab.core.sse import SSEEvent, SSEParser, parse
     from streamlab.net.client import (
         astream_chat,
         astream_responses,
@@ -185,7 +185,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
         stream_responses,
     )
     from streamlab.net.eventstream import AsyncEventStream, EventStream
-    from streamlab.net.hostaddr import room_addresses
     from streamlab.net.resume import LastEventIdStream, ResumableResponseStream
     from streamlab.net.retry import AsyncRetryingStream, RetryingStream
-    from streamlab.net.standin import StandIn, serve, stop_serving
+    from streamlab.net.standin.hostaddr import room_addresses
+    from streamlab.net.standin.server import StandIn, serve, stop_serving

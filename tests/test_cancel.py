@@ -16,7 +16,7 @@ from streamlab.core.shapes import chat_text_stream, responses_text_stream
 from streamlab.net.client import astream_chat, stream_chat
 from streamlab.net.resume import ResumableResponseStream
 from streamlab.net.retry import RetryingStream
-from streamlab.net.standin import Episode, StandIn, StoredResponse, paced
+from streamlab.net.standin.server import Episode, StandIn, StoredResponse, paced
 
 N_PIECES = 200
 STOP_AFTER = 5

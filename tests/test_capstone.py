@@ -38,7 +38,7 @@ from streamlab.exercises.lab07 import (
 from streamlab.net.chaos import ChaosProxy
 from streamlab.net.relay import AppServer, Relay
 from streamlab.net.relaycheck import check_relay
-from streamlab.net.standin import End, Episode, Send, Stall, StandIn, Wait, paced
+from streamlab.net.standin.server import End, Episode, Send, Stall, StandIn, Wait, paced
 
 pytestmark = [pytest.mark.net]
 

@@ -26,7 +26,7 @@ from streamlab.core.faults import Action, ConnectionEnd, Direction, FaultSpec, F
 from streamlab.net.chaos import ChaosProxy, serve_chaos, stop_chaos
 from streamlab.net.chaosbook import ChaosBook
 from streamlab.net.client import stream_chat
-from streamlab.net.standin import StandIn, scenario
+from streamlab.net.standin.server import StandIn, scenario
 from streamlab.tools.cli import main as cli_main
 
 pytestmark = [pytest.mark.net, pytest.mark.usefixtures("no_leaked_threads")]  # see conftest.py

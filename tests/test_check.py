@@ -525,7 +525,7 @@ def test_refused_connections_and_keys_mean_could_not_be_checked(capsys: pytest.C
 
 @pytest.mark.net
 def test_the_command_line_against_the_stand_in(capsys: pytest.CaptureFixture[str]) -> None:
-    from streamlab.net.standin import StandIn
+    from streamlab.net.standin.server import StandIn
 
     with StandIn({}, profile="openai") as server:
         assert main(["check", server.base_url, "--model", "any", "--dialect", "both"]) == 0

@@ -41,7 +41,7 @@ from streamlab.net.client import (
     stream_responses,
 )
 from streamlab.net.eventstream import _translation
-from streamlab.net.standin import (
+from streamlab.net.standin.server import (
     Cut,
     End,
     Episode,

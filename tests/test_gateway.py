@@ -31,7 +31,7 @@ from streamlab.core.sse import parse
 from streamlab.net.gateway import Gateway, ManualClock, upstreams_from
 from streamlab.net.gatewaybench import GatewayBench, response_offsets
 from streamlab.net.gatewaymetrics import FAMILIES
-from streamlab.net.standin import Cut, Episode, Send, Stall, StandIn, StoredResponse, Wait, error_episode, paced
+from streamlab.net.standin.server import Cut, Episode, Send, Stall, StandIn, StoredResponse, Wait, error_episode, paced
 
 pytestmark = pytest.mark.net  # every test here opens sockets (see tests/conftest.py)
 

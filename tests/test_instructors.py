@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlab.net.standin import scenario
+from streamlab.net.standin.server import scenario
 from tools.instructors_table import (
     SERVER_LABS,
     WRONG,
@@ -168,7 +168,7 @@ def test_the_reset_and_the_room_sections_name_the_real_commands() -> None:
 
 def test_the_scenario_table_matches_the_room_stand_ins_list() -> None:
     try:
-        from streamlab.core.scenarios import ROOM_SCENARIOS
+        from streamlab.core.standin.scenarios import ROOM_SCENARIOS
     except ImportError:
         pytest.skip("this streamlab has no ROOM_SCENARIOS table")
     body = DOC.split("| model | scenario | what it plays | labs |", 1)[1].split("\n\n", 1)[0]

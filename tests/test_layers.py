@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = ROOT / "streamlab"
-DATA_DIR = ROOT / "data"  # shipped as the package `streamlab.data` (pyproject.toml maps the folder)
+DATA_DIR = PACKAGE_DIR / "data"  # the package `streamlab.data` (the root's data/ links to it)
 
 # -- the rules ----------------------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ def layer_of(name: str) -> str | None:
 
 def discover() -> list[Module]:
     found = []
-    for path in sorted(PACKAGE_DIR.rglob("*.py")) + sorted(DATA_DIR.rglob("*.py")):
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
         if "__pycache__" in path.parts:
             continue
         if path.is_relative_to(DATA_DIR):

@@ -1,6 +1,6 @@
 """The stand-in's sans-IO core: request heads, routing, validation, per-learner state, resume points, actions.
 
-No socket here: every decision the stand-in takes is checked on plain values (`streamlab.core.plan`), the way
+No socket here: every decision the stand-in takes is checked on plain values (`streamlab.core.standin.plan`), the way
 h11 tests its state machine without a network.
 """
 
@@ -12,13 +12,13 @@ import pytest
 
 from conftest import ASK
 from streamlab.core import shapes
-from streamlab.core.actions import Close, Pause, Reply, Stream, Write, reply_ending, stream_ending
 from streamlab.core.endings import Ending
-from streamlab.core.plan import ROUTES, derive_body, plan, steps_to_actions, stream_cancelled, strip_usage
-from streamlab.core.request import ReadBody, Request, admit, head_end, parse_head, request_line_reply
-from streamlab.core.room import Options, Room, learner_of
-from streamlab.core.scenarios import SCENARIOS, scenario
-from streamlab.core.script import (
+from streamlab.core.standin.actions import Close, Pause, Reply, Stream, Write, reply_ending, stream_ending
+from streamlab.core.standin.plan import ROUTES, derive_body, plan, steps_to_actions, stream_cancelled, strip_usage
+from streamlab.core.standin.request import ReadBody, Request, admit, head_end, parse_head, request_line_reply
+from streamlab.core.standin.room import Options, Room, learner_of
+from streamlab.core.standin.scenarios import SCENARIOS, scenario
+from streamlab.core.standin.script import (
     Cut,
     End,
     Episode,

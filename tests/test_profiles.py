@@ -17,7 +17,8 @@ from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.conformance.checks import CHECK_IDS, ProbeResult, Status, probes_for
 from streamlab.core.conformance.grade import grade
-from streamlab.core.profiles import (
+from streamlab.core.sse import parse
+from streamlab.core.standin.profiles import (
     ANSWER_PIECES,
     PROFILE_NAMES,
     PROFILES,
@@ -26,11 +27,10 @@ from streamlab.core.profiles import (
     apply_profile,
     get_profile,
 )
-from streamlab.core.quirks import FAULTS, Context, frames_of
-from streamlab.core.script import Episode, ErrorEpisode, Send, Wait
-from streamlab.core.sse import parse
+from streamlab.core.standin.quirks import FAULTS, Context, frames_of
+from streamlab.core.standin.script import Episode, ErrorEpisode, Send, Wait
 from streamlab.net.check import check_endpoint
-from streamlab.net.standin import StandIn
+from streamlab.net.standin.server import StandIn
 from streamlab.tools.cli import build_parser
 
 REFUSAL = ErrorEpisode(400, shapes.error_body("invalid type for 'messages'", "invalid_request_error", "invalid_type",
@@ -220,10 +220,10 @@ def test_the_compatibility_matrix_figure_and_its_text_twin_agree() -> None:
 
 
 def test_the_planner_applies_the_profile_to_answers_and_refusals_alike() -> None:
-    from streamlab.core.actions import Reply, Stream, Write
-    from streamlab.core.plan import plan
-    from streamlab.core.request import Request, parse_head
-    from streamlab.core.room import Options, Room
+    from streamlab.core.standin.actions import Reply, Stream, Write
+    from streamlab.core.standin.plan import plan
+    from streamlab.core.standin.request import Request, parse_head
+    from streamlab.core.standin.room import Options, Room
 
     def post(room: Room, path: str, body: dict) -> object:
         head = parse_head(f"POST {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())

@@ -32,7 +32,7 @@ from streamlab.core.relaysummary import (
 )
 from streamlab.core.sse import SSEEvent, parse
 from streamlab.net.relay import Relay
-from streamlab.net.standin import Cut, Episode, KeepAlive, Send, Stall, StandIn, Wait, error_episode, paced
+from streamlab.net.standin.server import Cut, Episode, KeepAlive, Send, Stall, StandIn, Wait, error_episode, paced
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld ", "\U0001f600"], model="m")
 RESP = shapes.responses_text_stream(["Hel", "lo ", "w\u00f6rld"], model="r")

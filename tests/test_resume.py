@@ -35,7 +35,7 @@ from streamlab.net.resume import (
     is_content_event,
     is_keepalive,
 )
-from streamlab.net.standin import Cut, Episode, KeepAlive, Send, StandIn, StoredResponse, Wait
+from streamlab.net.standin.server import Cut, Episode, KeepAlive, Send, StandIn, StoredResponse, Wait
 
 PIECES = ["Grüße ", "aus ", "Köln ", "— ", "日本語 ", "🙂 ", "ça ", "va"]
 TEXT = "".join(PIECES)

@@ -28,7 +28,7 @@ from streamlab.net.retry import (
     is_retryable_status,
     parse_retry_after,
 )
-from streamlab.net.standin import Cut, Episode, Send, StandIn, error_episode
+from streamlab.net.standin.server import Cut, Episode, Send, StandIn, error_episode
 from streamlab.tools.plots import plot_attempts
 
 # -- classification ------------------------------------------------------------------------------------

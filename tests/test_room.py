@@ -16,10 +16,10 @@ import openai
 import pytest
 
 from streamlab.core.endings import Outcome
-from streamlab.core.scenarios import LABS, ROOM_SCENARIOS, SCENARIOS, scenario, scenario_of
-from streamlab.net.hostaddr import room_addresses, usable
+from streamlab.core.standin.scenarios import LABS, ROOM_SCENARIOS, SCENARIOS, scenario, scenario_of
 from streamlab.net.sdk import read_sdk_stream
-from streamlab.net.standin import StandIn
+from streamlab.net.standin.hostaddr import room_addresses, usable
+from streamlab.net.standin.server import StandIn
 from streamlab.tools.cli_standin import banner, room_urls
 
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads"), pytest.mark.net]

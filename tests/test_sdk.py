@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ASK
 from streamlab.core import shapes
-from streamlab.net.standin import Episode, Send, StandIn, error_episode, paced
+from streamlab.net.standin.server import Episode, Send, StandIn, error_episode, paced
 
 WORDS = ["Hel", "lo ", "w\u00f6rld"]
 CHAT = shapes.chat_text_stream(WORDS, model="m")

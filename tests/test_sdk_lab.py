@@ -27,7 +27,7 @@ from streamlab.core.errors import IdleTimeout
 from streamlab.exercises import lab06, verdict
 from streamlab.net.client import stream_chat
 from streamlab.net.sdk import AsyncSDKStreamView, SDKStreamView, aread_sdk_stream, read_sdk_stream
-from streamlab.net.standin import (
+from streamlab.net.standin.server import (
     Cut,
     End,
     Episode,

@@ -16,9 +16,9 @@ import pytest
 
 from conftest import dechunk, streamlab_cli
 from streamlab.core import shapes
-from streamlab.core.scenarios import scenario_of
 from streamlab.core.sse import parse
-from streamlab.net.standin import (
+from streamlab.core.standin.scenarios import scenario_of
+from streamlab.net.standin.server import (
     SCENARIOS,
     Cut,
     End,

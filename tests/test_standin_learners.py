@@ -11,7 +11,7 @@ import pytest
 
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
-from streamlab.net.standin import Episode, StandIn, paced, scenario
+from streamlab.net.standin.server import Episode, StandIn, paced, scenario
 
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads"), pytest.mark.net]
 

@@ -136,7 +136,7 @@ def test_schedule() -> None:
 
 
 def test_scheduled_episode_sends_the_role_early_and_waits_the_scheduled_total() -> None:
-    from streamlab.net.standin import Send, Wait
+    from streamlab.net.standin.server import Send, Wait
 
     s = Schedule(0.3, 0.04, ("a", "bc", "def"))
     ep = scheduled_chat_episode(s, role_at=0.05)
@@ -207,7 +207,7 @@ LIVE = Schedule(0.3, 0.05, tuple(f"w{i:02d} " for i in range(24)))  # last piece
 
 @pytest.fixture(scope="module")
 def live_server():
-    from streamlab.net.standin import StandIn
+    from streamlab.net.standin.server import StandIn
 
     with StandIn({"sched": scheduled_chat_episode(LIVE)}) as server:
         yield server

@@ -41,7 +41,7 @@ from streamlab.net.client import (
 from streamlab.net.relay import AppServer, Relay
 from streamlab.net.resume import ResumableResponseStream
 from streamlab.net.sdk import read_sdk_stream
-from streamlab.net.standin import Cut, End, Episode, KeepAlive, Send, Stall, StandIn, StoredResponse, Wait, paced
+from streamlab.net.standin.server import Cut, End, Episode, KeepAlive, Send, Stall, StandIn, StoredResponse, Wait, paced
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "09-troubleshooting.ipynb"
 ASK = {"messages": [{"role": "user", "content": "Tell me something."}]}

@@ -24,7 +24,7 @@ from streamlab.core import shapes
 from streamlab.core.errors import IdleTimeout
 from streamlab.exercises import NotAttempted, exercise, function_answer
 from streamlab.net.sdk import SDKStreamView, read_sdk_stream
-from streamlab.net.standin import Cut, End, Episode, KeepAlive, Send, StandIn, Wait, error_episode, paced
+from streamlab.net.standin.server import Cut, End, Episode, KeepAlive, Send, StandIn, Wait, error_episode, paced
 
 OUTCOMES = ("complete", "incomplete", "failed", "truncated", "cancelled")
 REASONS = ("succeeded", "not retryable", "out of retries", "stream broke")

@@ -2,7 +2,7 @@
 
 * 08.1 `defensive_read(chunks)`: read a Chat stream from raw network chunks and return what it said,
   `{"text", "tool_calls", "usage", "complete"}`, whatever provider profile sent it. The check feeds it the
-  text answer (usage asked for) and the tool-call answer of every profile in `streamlab.core.profiles`, cut
+  text answer (usage asked for) and the tool-call answer of every profile in `streamlab.core.standin.profiles`, cut
   into random network chunks, plus llama-server's refusal written as an `error:` line and an error object
   inside a 200 stream, and compares each result with what the bytes say.
 * 08.2 `ci_gate(doc, depends_on=())`: the exit code a CI job should take from `streamlab check --json`'s
@@ -25,9 +25,9 @@ from typing import Any
 from streamlab.core import shapes
 from streamlab.core.conformance.checks import TOOL, ProbeResult, Report, probes_for
 from streamlab.core.conformance.grade import grade
-from streamlab.core.profiles import ANSWER_PIECES, PROFILE_NAMES, PROFILES, answer_episode, apply_profile
-from streamlab.core.script import ErrorEpisode
 from streamlab.core.sse import parse
+from streamlab.core.standin.profiles import ANSWER_PIECES, PROFILE_NAMES, PROFILES, answer_episode, apply_profile
+from streamlab.core.standin.script import ErrorEpisode
 from streamlab.exercises import NotAttempted, exercise, function_answer
 
 ANSWER = "".join(ANSWER_PIECES)

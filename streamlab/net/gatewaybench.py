@@ -6,7 +6,7 @@
 
 The primary is reached through a chaos proxy (`streamlab.net.chaos.ChaosProxy`), so its bytes can be cut,
 reset or stalled anywhere (`set_faults` restarts the proxy on the same port with new faults; the gateway never
-notices the swap); both stand-ins follow their scripts (`streamlab.net.standin`: 429 storms, resets, stalls,
+notices the swap); both stand-ins follow their scripts (`streamlab.net.standin.server`: 429 storms, resets, stalls,
 all per model and per API key). The gateway's breakers read `clock`, a `ManualClock` by default, so a
 cool-down passes when you say so (`bench.clock.advance(30)`), not after thirty real seconds.
 
@@ -22,11 +22,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from streamlab.core.room import UsagePolicy
-from streamlab.core.script import ScriptValue
+from streamlab.core.standin.room import UsagePolicy
+from streamlab.core.standin.script import ScriptValue
 from streamlab.net.chaos import ChaosProxy
 from streamlab.net.gateway import Gateway, ManualClock
-from streamlab.net.standin import StandIn
+from streamlab.net.standin.server import StandIn
 
 __all__ = ["GatewayBench", "serve_bench", "stop_bench", "Offsets", "response_offsets"]
 

@@ -42,7 +42,7 @@ from streamlab.core.metrics import (
 from streamlab.core.shapes import chat_completion_body, chat_text_stream
 from streamlab.core.sse import SSEParser
 from streamlab.net.client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, astream_chat, stream_chat
-from streamlab.net.standin import Episode, Send, Wait
+from streamlab.net.standin.server import Episode, Send, Wait
 
 __all__ = [
     "CLIENT_LABELS",

@@ -1,6 +1,6 @@
 """The relay checker: drive any relay through a scripted upstream and a chaos proxy, grade its five rules (I/O layer).
 
-The checker plays both ends of a relay. Upstream, it runs a stand-in (`streamlab.net.standin`) behind a chaos
+The checker plays both ends of a relay. Upstream, it runs a stand-in (`streamlab.net.standin.server`) behind a chaos
 proxy (`streamlab.net.chaos`) that listens on one fixed address, the *upstream URL*; downstream, it is the
 client, with httpx (raw bytes, arrival times) and with the official openai SDK. Every check scripts one kind of
 upstream behaviour under its own model name, and grades the evidence with `streamlab.core.relaygrade`.
@@ -45,7 +45,7 @@ import httpx
 from streamlab.core.relaygrade import CheckResult, RelayReport, SdkResult, StreamExpectation
 from streamlab.net.relaychecks import run_checks
 from streamlab.net.relayprobe import CheckOptions
-from streamlab.net.standin import StandIn
+from streamlab.net.standin.server import StandIn
 
 __all__ = ["DEFAULT_UPSTREAM_PORT", "CheckOptions", "RelayUnderTest", "check_relay", "relay_command",
            "summaries_from_file", "CheckResult", "RelayReport", "SdkResult", "StreamExpectation"]

@@ -44,7 +44,7 @@ from streamlab.net.relayprobe import (
     build_script,
     raw_stream,
 )
-from streamlab.net.standin import StandIn
+from streamlab.net.standin.server import StandIn
 
 __all__ = ["CHECKS", "run_checks"]
 

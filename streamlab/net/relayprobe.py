@@ -32,7 +32,7 @@ from streamlab.core.relaygrade import (
 )
 from streamlab.core.sse import parse
 from streamlab.net.chaos import ChaosProxy
-from streamlab.net.standin import Cut, Episode, Send, Stall, StandIn, Wait, paced
+from streamlab.net.standin.server import Cut, Episode, Send, Stall, StandIn, Wait, paced
 
 __all__ = ["CheckOptions", "CheckRun", "RawResult", "Death", "DEATHS", "build_script", "raw_stream", "sdk_stream",
            "PIECES", "TEXT", "CHAT", "RESP", "DELTA", "HALF_GAP", "TTFT"]

@@ -53,7 +53,7 @@ def banner(scenario_name: str, host: str, port: int, script: dict[str, Any], *, 
            quiet: bool = False, profile: str | None = None) -> str:
     """What `streamlab standin` prints when it starts: where to point learners (and the projector), and a
     first request to try with curl and with the openai SDK, all at an address the learners can use."""
-    from streamlab.core.scenarios import scenario_of
+    from streamlab.core.standin.scenarios import scenario_of
 
     urls, reachable = room_urls(host, port, addresses)
     base = urls[0]
@@ -74,7 +74,7 @@ def banner(scenario_name: str, host: str, port: int, script: dict[str, Any], *, 
         lines.append(f"  (on this machine also http://127.0.0.1:{port}/dashboard)")
     lines.append(f"  models: {', '.join(sorted(script))}")
     if profile:
-        from streamlab.core.profiles import PROFILES
+        from streamlab.core.standin.profiles import PROFILES
 
         lines.append(f"  profile {profile!r}: answers as {PROFILES[profile].title}; any other model name gets its "
                      f"answer\n  grade it: streamlab check {base} --model any --dialect both")
@@ -104,8 +104,8 @@ def _snippets(base: str, model: str, dialect: str) -> list[str]:
 
 def scenario_list() -> str:
     """What `streamlab standin --list` prints: each scenario, its model, the labs that use it, what it plays."""
-    from streamlab.core.profiles import PROFILES
-    from streamlab.core.scenarios import LABS, ROOM_SCENARIOS
+    from streamlab.core.standin.profiles import PROFILES
+    from streamlab.core.standin.scenarios import LABS, ROOM_SCENARIOS
 
     lines = [f"{'scenario':<11} {'model':<10} {'labs':<15} what it plays"]
     lines += [f"{s.name:<11} {s.model:<10} {' '.join(s.labs):<15} {s.description}" for s in ROOM_SCENARIOS]
@@ -134,8 +134,8 @@ def _follow(finished: queue.Queue[Any] | None) -> None:
 def _cmd_standin(args: argparse.Namespace) -> int:
     """Serve a scripted stand-in for an OpenAI-compatible endpoint (no model, no key, no network) until
     Ctrl-C. Every scenario is a scripted answer under its own model name; "all" serves them together."""
-    from streamlab.net.hostaddr import room_addresses
-    from streamlab.net.standin import StandIn, scenario
+    from streamlab.net.standin.hostaddr import room_addresses
+    from streamlab.net.standin.server import StandIn, scenario
 
     if args.list:
         print(scenario_list())
@@ -176,7 +176,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def register(sub: Any) -> None:
     """Add the `standin` subcommand to the `streamlab` parser's subparsers."""
-    from streamlab.core.profiles import PROFILE_NAMES
+    from streamlab.core.standin.profiles import PROFILE_NAMES
 
     p = sub.add_parser("standin", help="serve a scripted OpenAI-compatible stand-in until Ctrl-C",
                        description=_cmd_standin.__doc__)

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from streamlab.core import shapes
-from streamlab.net.standin import Episode, Send, StandIn
+from streamlab.net.standin.server import Episode, Send, StandIn
 
 MODEL = "browser-dashboard-check"
 APPEAR_TIMEOUT = 60.0
@@ -36,7 +36,7 @@ def test_a_request_appears_as_a_row_on_the_room_dashboard(request: pytest.Fixtur
         url = f"http://127.0.0.1:{server.port}/dashboard"
         status = _status(url)
         if status == 404:
-            pytest.skip("the stand-in serves no /dashboard yet (streamlab.net.standin): no room dashboard to open")
+            pytest.skip("the stand-in serves no /dashboard yet (streamlab.net.standin.server): nothing to open")
         assert status == 200, f"GET {url} answered {status}"
         page = request.getfixturevalue("browser_context").new_page()  # the browser starts only when needed
         try:

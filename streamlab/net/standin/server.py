@@ -1,12 +1,12 @@
 """A scripted local stand-in for an OpenAI-compatible streaming endpoint: the socket side (I/O layer, stdlib only).
 
-Nothing here is a model, and nothing here decides anything. A *script* (`streamlab.core.script`) maps a
-request's `model` to episodes; the planner (`streamlab.core.plan`) turns each request and the learner's
+Nothing here is a model, and nothing here decides anything. A *script* (`streamlab.core.standin.script`) maps a
+request's `model` to episodes; the planner (`streamlab.core.standin.plan`) turns each request and the learner's
 state into actions; this module reads HTTP off the socket, asks the planner under a lock, and carries the
 actions out: it writes, pauses, cuts. That split is h11's: deciding is pure and testable without a socket,
 doing is a thin loop.
 
-    from streamlab.net.standin import StandIn, Episode, paced
+    from streamlab.net.standin.server import StandIn, Episode, paced
 
     script = {"demo": [Episode(paced([b'data: {"x": 1}\\n\\n', b"data: [DONE]\\n\\n"], first=0.3, gap=0.05))]}
     with StandIn(script) as server:
@@ -22,12 +22,12 @@ On the wire, and why:
   body within `body_timeout`, an idle kept-alive connection is closed after `idle_timeout`, at most
   `max_connections` connections are served at once (the next gets a 503), bodies over `max_body_bytes` get
   a 413 before any `100 Continue`. Every refusal is an OpenAI-shaped JSON error.
-* Each API key is a learner with their own episode counts, stored responses and cancels (`streamlab.core.room`).
+* Each API key is a learner with their own episode counts, stored responses and cancels (`streamlab.core.standin.room`).
   `POST /v1/reset` starts the caller over; `StandIn.reset()` starts everyone over.
-* It serves its room dashboard at `/dashboard` (`streamlab.net.dashboard`): one live row per learner,
+* It serves its room dashboard at `/dashboard` (`streamlab.net.standin.dashboard`): one live row per learner,
   updated over SSE. Dashboard requests are nobody's API call: they leave no request record.
 
-Every request leaves a `RequestRecord` (`streamlab.net.records`): a ring of the last `max_records`, totals,
+Every request leaves a `RequestRecord` (`streamlab.net.standin.records`): a ring of the last `max_records`, totals,
 and `subscribe()` for a feed of finished requests. In a notebook use `serve(scripts)`: it stops the server
 the previous call started, so re-running the cell never leaks one.
 """
@@ -41,13 +41,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streamlab.core.actions import Decision, Stream
-from streamlab.core.plan import derive_body, plan, stream_cancelled
-from streamlab.core.profiles import Profile, get_profile
-from streamlab.core.request import Request, RequestHead
-from streamlab.core.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
-from streamlab.core.scenarios import SCENARIOS, scenario
-from streamlab.core.script import (
+from streamlab.core.standin.actions import Decision, Stream
+from streamlab.core.standin.plan import derive_body, plan, stream_cancelled
+from streamlab.core.standin.profiles import Profile, get_profile
+from streamlab.core.standin.request import Request, RequestHead
+from streamlab.core.standin.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
+from streamlab.core.standin.scenarios import SCENARIOS, scenario
+from streamlab.core.standin.script import (
     Cut,
     End,
     Episode,
@@ -63,15 +63,15 @@ from streamlab.core.script import (
     paced,
     split_frames,
 )
-from streamlab.net.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, RoomFeed
-from streamlab.net.records import (
+from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, RoomFeed
+from streamlab.net.standin.records import (
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_MAX_RECORDS,
     RecordBook,
     RequestRecord,
     RequestTotals,
 )
-from streamlab.net.wire import Connection, Limits, PageHandler, refuse_connection
+from streamlab.net.standin.wire import Connection, Limits, PageHandler, refuse_connection
 
 __all__ = [
     "Wait", "Send", "KeepAlive", "Stall", "Cut", "End", "Step",
@@ -211,9 +211,9 @@ class StandIn:
     `scripts` maps a model name to one episode or a list of them. `stored` maps response ids to
     `StoredResponse`s for the resume route (episodes with `store_as` add theirs automatically).
     `usage` and `require_input` choose how closely requests are checked like the real API
-    (`streamlab.core.room.Options`): by default as the real API does, `messages`/`input` required and the
+    (`streamlab.core.standin.room.Options`): by default as the real API does, `messages`/`input` required and the
     Chat usage chunk only with `stream_options.include_usage`; `usage="scripted"` plays every scripted byte.
-    `profile` (a name from `streamlab.core.profiles.PROFILES`, or a `Profile`) makes it answer as that server
+    `profile` (a name from `streamlab.core.standin.profiles.PROFILES`, or a `Profile`) makes it answer as that server
     does, and answer any model the scripts do not name. The timeouts and caps are in the module docstring.
     `dashboard` serves the room dashboard at `dashboard_url` (on by default; its feed writes a keep-alive
     comment after `dashboard_keepalive` seconds of silence).

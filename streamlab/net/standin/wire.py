@@ -1,7 +1,7 @@
 """One stand-in connection on the wire: read requests, carry out the planner's actions (I/O layer).
 
 `Connection.serve()` is the whole life of one TCP connection: read a request head (with a deadline),
-let `streamlab.core.request` parse and admit it, read the body (with a deadline), ask the server's
+let `streamlab.core.standin.request` parse and admit it, read the body (with a deadline), ask the server's
 planner what to do, and do it: write a JSON reply, or play a stream of pauses, chunk writes and cuts.
 Then, if both sides allow it, wait for the next request on the same connection. Nothing is decided here:
 routing, validation, resume points and endings come from the sans-IO core; this module only reads,
@@ -29,7 +29,9 @@ from email.utils import formatdate
 from http import HTTPStatus
 from typing import Protocol
 
-from streamlab.core.actions import (
+from streamlab.core.endings import Ending
+from streamlab.core.shapes import error_body
+from streamlab.core.standin.actions import (
     EVENT_STREAM_HEADERS,
     Close,
     Decision,
@@ -40,8 +42,7 @@ from streamlab.core.actions import (
     reply_ending,
     stream_ending,
 )
-from streamlab.core.endings import Ending
-from streamlab.core.request import (
+from streamlab.core.standin.request import (
     MAX_HEAD_BYTES,
     Request,
     RequestHead,
@@ -51,9 +52,8 @@ from streamlab.core.request import (
     refusal,
     request_line_reply,
 )
-from streamlab.core.room import learner_of
-from streamlab.core.shapes import error_body
-from streamlab.net.records import RecordBook, _Rec
+from streamlab.core.standin.room import learner_of
+from streamlab.net.standin.records import RecordBook, _Rec
 
 __all__ = ["Limits", "Host", "Connection", "PageHandler", "refuse_connection", "SERVER_NAME"]
 

@@ -3,7 +3,7 @@
 A `Profile` names a real server at a stated version and lists its `Quirk`s: each one says what the server does
 differently from the OpenAI API reference, where that is documented (an issue, a pull request, a release
 note), which conformance check (`streamlab.core.conformance.checks.CHECKS`) reports it and how (warn or fail), and
-which `streamlab.core.quirks` fault reproduces it. `variations` are changes that break no promise (an extra
+which `streamlab.core.standin.quirks` fault reproduces it. `variations` are changes that break no promise (an extra
 field, a keep-alive comment, a tool call sent whole) and must draw no finding. The quirk list is data, so a
 test can demand that `streamlab check` against the stand-in in a profile reports exactly those checks, no
 more and no fewer.
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamlab.core.conformance.checks import CHECKS, Status
-from streamlab.core.quirks import FAULTS, Context, apply_usage_rule, frames_of, steps_from
-from streamlab.core.script import Episode, ErrorEpisode, paced
 from streamlab.core.shapes import (
     chat_text_stream,
     chat_tool_call_stream,
     responses_function_call_stream,
     responses_text_stream,
 )
+from streamlab.core.standin.quirks import FAULTS, Context, apply_usage_rule, frames_of, steps_from
+from streamlab.core.standin.script import Episode, ErrorEpisode, paced
 
 __all__ = ["Quirk", "Profile", "PROFILES", "PROFILE_NAMES", "get_profile", "answer_episode", "apply_profile",
            "ANSWER_PIECES"]

@@ -4,7 +4,7 @@ A real OpenAI-compatible server differs from the documented stream in a few spec
 it leaves `finish_reason` out instead of sending null, repeats the role on every chunk, ignores
 `include_usage`, drops the tool-call `index`, sends an error as a field no parser reads. Each such difference
 is a `Fault` here: a named function that takes the frames of a documented stream (or an error reply) and
-returns them changed, in the spirit of toxiproxy's toxics. A provider profile (`streamlab.core.profiles`) is a
+returns them changed, in the spirit of toxiproxy's toxics. A provider profile (`streamlab.core.standin.profiles`) is a
 list of faults; the stand-in applies them to whatever episode it would have played.
 
 Frames keep the slot (the scripted `Send` step) they came from, so a transformation keeps the episode's
@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from streamlab.core.script import Episode, ErrorEpisode, Send, Step, split_frames
 from streamlab.core.shapes import chat_usage, sse_comment, sse_frame, to_json
 from streamlab.core.sse import parse
+from streamlab.core.standin.script import Episode, ErrorEpisode, Send, Step, split_frames
 
 __all__ = ["Frame", "Context", "Fault", "FAULTS", "frames_of", "steps_from", "apply_usage_rule"]
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamlab.core.actions import Note
 from streamlab.core.endings import Ending
+from streamlab.core.standin.actions import Note
 
 __all__ = ["RequestRecord", "RequestTotals", "RecordBook", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES"]
 

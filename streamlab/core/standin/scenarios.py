@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streamlab.core import shapes
-from streamlab.core.script import (
+from streamlab.core.standin.script import (
     Cut,
     Episode,
     ErrorEpisode,

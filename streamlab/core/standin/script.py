@@ -7,7 +7,7 @@ and the last episode repeats. An `Episode` is a list of steps played on a 200 ev
 script says: nothing here builds SSE frames on its own, so a broken stream is as easy to script as a good
 one (`streamlab.core.shapes` builds the documented shapes when you want them).
 
-Everything here is a frozen value: the planner (`streamlab.core.plan`) reads scripts and never changes
+Everything here is a frozen value: the planner (`streamlab.core.standin.plan`) reads scripts and never changes
 them, so one script can serve many learners at once.
 """
 
@@ -97,7 +97,7 @@ class Episode:
     """One answer played as a 200 event stream.
 
     `steps` are played in order. `body` is the JSON object a non-streaming request gets (None: derive it
-    from the frames, see `streamlab.core.plan.derive_body`). `headers` are extra response headers.
+    from the frames, see `streamlab.core.standin.plan.derive_body`). `headers` are extra response headers.
     `store_as` names a response id: the server then keeps that response, so
     `GET /v1/responses/{id}?stream=true` can resume it (background mode) and
     `POST /v1/responses/{id}/cancel` can stop the playing stream. Each learner has their own copy of what

@@ -23,12 +23,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from streamlab.core.actions import Action
-from streamlab.core.request import RequestHead
-from streamlab.core.script import Episode, ErrorEpisode, Script, ScriptValue, Step, StoredResponse, normalise_scripts
+from streamlab.core.standin.actions import Action
+from streamlab.core.standin.request import RequestHead
+from streamlab.core.standin.script import (
+    Episode,
+    ErrorEpisode,
+    Script,
+    ScriptValue,
+    Step,
+    StoredResponse,
+    normalise_scripts,
+)
 
 if TYPE_CHECKING:
-    from streamlab.core.profiles import Profile
+    from streamlab.core.standin.profiles import Profile
 
 __all__ = ["Learner", "Options", "Room", "UsagePolicy", "learner_of", "ANONYMOUS", "DEFAULT_MAX_LEARNERS",
            "DEFAULT_OPTIONS"]
@@ -60,7 +68,7 @@ class Options:
     plays every scripted byte as is, which is what a test of exact scripted bytes wants. `require_input`
     (on by default): refuse a Chat request without `messages`, or a Responses request without `input`,
     with the real API's 400. `streamlab standin --lenient` turns both off. `profile`: a provider profile
-    (`streamlab.core.profiles`) that reshapes every answer and refusal the way that server does, and answers
+    (`streamlab.core.standin.profiles`) that reshapes every answer and refusal the way that server does, and answers
     models the script does not name (it then decides when usage is sent).
     """
 

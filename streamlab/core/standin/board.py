@@ -3,7 +3,7 @@
 Theory of operation. The stand-in tells the board about each request twice, as a `Visit`: once the planner
 has decided (whose request, which model) and once it has finished (its status, its `Ending`, its time to
 first byte). The board keeps one `Row` per learner and the room's totals, and turns every change into a
-`BoardEvent` numbered `{epoch}-{n}`. The feed (`streamlab.net.dashboard`) writes those as SSE frames with
+`BoardEvent` numbered `{epoch}-{n}`. The feed (`streamlab.net.standin.dashboard`) writes those as SSE frames with
 that `id:`, so a page that reconnects with `Last-Event-ID` gets exactly the events after it (`since`).
 When it names an id this board never gave (another server's: the epoch differs) or no longer keeps (older
 than the last `max_events`), it gets one `snapshot` event instead: every row and the totals, which is the
@@ -24,8 +24,8 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamlab.core.scenarios import scenario_of
 from streamlab.core.shapes import sse_frame
+from streamlab.core.standin.scenarios import scenario_of
 
 __all__ = ["Visit", "Row", "BoardEvent", "Board", "learner_label", "DEFAULT_MAX_EVENTS"]
 

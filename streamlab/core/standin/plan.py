@@ -1,13 +1,13 @@
 """The stand-in's planner: a whole request plus the room's state in, the actions to perform out (sans-IO core).
 
-Theory of operation. The stand-in's socket handler (`streamlab.net.standin`) reads a request, hands it to
+Theory of operation. The stand-in's socket handler (`streamlab.net.standin.server`) reads a request, hands it to
 `plan(room, request)` under a lock, and carries out the `Decision` it gets back: a JSON `Reply`, or a
-`Stream` of `Pause` / `Write` / `Close` actions (`streamlab.core.actions`). Every decision is taken here,
+`Stream` of `Pause` / `Write` / `Close` actions (`streamlab.core.standin.actions`). Every decision is taken here,
 none on the socket side: routing, validating the body the way the real API does, picking the learner's
 episode, resuming after `Last-Event-ID` or `starting_after`, cutting a stored response's n-th fetch, and
 cancelling. While a stream plays, the handler asks `stream_cancelled(room, stream)` before each action,
 and `stream_ending` (in `actions`) names how it stopped. No sockets, threads or clocks here: a plan can be
-tested with plain values, and one script serves any number of learners (`streamlab.core.room`).
+tested with plain values, and one script serves any number of learners (`streamlab.core.standin.room`).
 
 Routes come from one table, `ROUTES` (method, path pattern, planner), as h11 picks its readers from a
 table: a path that matches some route but not with this method gets the one 405 with an `Allow` header;
@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
-from streamlab.core.actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
 from streamlab.core.errors import ErrorInStream, FrameError, SequenceError
-from streamlab.core.profiles import answer_episode, apply_profile
-from streamlab.core.request import Request, RequestHead
-from streamlab.core.room import Room, learner_of
-from streamlab.core.script import (
+from streamlab.core.shapes import error_body
+from streamlab.core.sse import SSEEvent, SSEParser, parse
+from streamlab.core.standin.actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
+from streamlab.core.standin.profiles import answer_episode, apply_profile
+from streamlab.core.standin.request import Request, RequestHead
+from streamlab.core.standin.room import Room, learner_of
+from streamlab.core.standin.script import (
     Cut,
     End,
     Episode,
@@ -41,8 +43,6 @@ from streamlab.core.script import (
     frame_json,
     split_frames,
 )
-from streamlab.core.shapes import error_body
-from streamlab.core.sse import SSEEvent, SSEParser, parse
 
 __all__ = [
     "plan", "Route", "ROUTES", "stream_cancelled", "derive_body", "steps_to_actions", "strip_usage",

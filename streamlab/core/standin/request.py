@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
-from streamlab.core.actions import Reply
 from streamlab.core.shapes import error_body
+from streamlab.core.standin.actions import Reply
 
 __all__ = [
     "RequestHead", "Request", "ReadBody", "MAX_HEAD_BYTES",

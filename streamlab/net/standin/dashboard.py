@@ -1,7 +1,7 @@
 """The stand-in's room dashboard on the wire: its page and the live SSE feed that updates it (I/O layer).
 
 An instructor serving one stand-in to a room opens `http://HOST:PORT/dashboard` on the projector. The page
-(plain HTML, CSS and JavaScript from `streamlab/net/static/`, no build step, no CDN) shows one row per
+(plain HTML, CSS and JavaScript from `streamlab/net/standin/static/`, no build step, no CDN) shows one row per
 learner and the room's totals, and keeps itself current with the browser's own `EventSource` on
 `/dashboard/events`: the labs' subject, used for real.
 
@@ -12,7 +12,7 @@ The feed starts with a `retry:` hint. A page that connects afresh gets one `snap
 the totals); then one `learner` event per change (a request decided, a request finished), each with its
 row and the new totals. A page that reconnects sends `Last-Event-ID`, as browsers do, and gets exactly the
 events after that id, or a snapshot when the id is not this server's or too old to replay
-(`streamlab.core.board` decides which). While nothing happens a `: keep-alive` comment goes out every
+(`streamlab.core.standin.board` decides which). While nothing happens a `: keep-alive` comment goes out every
 `keepalive` seconds, so idle proxies keep the connection open.
 
 What is decided lives in the sans-IO `Board`; this module feeds it the stand-in's records (through
@@ -31,12 +31,12 @@ import secrets
 import threading
 import time
 
-from streamlab.core.board import Board, BoardEvent, Visit
-from streamlab.core.plan import last_event_id
-from streamlab.core.request import RequestHead
 from streamlab.core.shapes import error_body
-from streamlab.net.records import RecordBook, RequestRecord
-from streamlab.net.wire import Connection, PageHandler
+from streamlab.core.standin.board import Board, BoardEvent, Visit
+from streamlab.core.standin.plan import last_event_id
+from streamlab.core.standin.request import RequestHead
+from streamlab.net.standin.records import RecordBook, RequestRecord
+from streamlab.net.standin.wire import Connection, PageHandler
 
 __all__ = ["RoomFeed", "visit_of", "DASHBOARD_PATH", "DEFAULT_KEEPALIVE", "DEFAULT_RETRY_MS"]
 
@@ -74,7 +74,7 @@ def visit_of(record: RequestRecord) -> Visit:
 
 @functools.cache
 def _static(name: str) -> bytes:
-    return importlib.resources.files("streamlab.net").joinpath("static", name).read_bytes()
+    return importlib.resources.files("streamlab.net.standin").joinpath("static", name).read_bytes()
 
 
 class RoomFeed:

@@ -1,7 +1,7 @@
 """What the stand-in's planner tells its socket handler to do (sans-IO core: plain values, no I/O).
 
-The planner (`streamlab.core.plan`) decides; the handler (`streamlab.net.standin`) only does. Between them
-travel the values here:
+The planner (`streamlab.core.standin.plan`) decides; the handler (`streamlab.net.standin.server`) only does. Between
+them travel the values here:
 
 * `Reply`: one JSON response (status, headers, body), optionally after a pause during which the handler
   watches the socket so a client that hangs up is noticed at once.
