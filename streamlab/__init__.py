@@ -52,13 +52,13 @@ _EXPORTS: dict[str, str] = {
     "Outcome": "streamlab.core.endings",
     "outcome_of": "streamlab.core.endings",
     # sans-IO core: fixtures, the split harness, stream shapes, accumulators
-    "load_fixture": "streamlab.core.fixtures",
-    "load_fixtures": "streamlab.core.fixtures",
-    "data_dir": "streamlab.core.fixtures",
-    "run_harness": "streamlab.core.fuzz",
-    "chunks_at": "streamlab.core.fuzz",
-    "show_split": "streamlab.core.fuzz",
-    "smallest_failing_split": "streamlab.core.fuzz",
+    "load_fixture": "streamlab.core.harness.fixtures",
+    "load_fixtures": "streamlab.core.harness.fixtures",
+    "data_dir": "streamlab.core.harness.fixtures",
+    "run_harness": "streamlab.core.harness.fuzz",
+    "chunks_at": "streamlab.core.harness.fuzz",
+    "show_split": "streamlab.core.harness.fuzz",
+    "smallest_failing_split": "streamlab.core.harness.fuzz",
     "chat_text_stream": "streamlab.core.shapes",
     "responses_text_stream": "streamlab.core.shapes",
     "ChatAccumulator": "streamlab.core.accumulate",
@@ -157,8 +157,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps
         StreamlabError,
         ToolCallError,
     )
-    from streamlab.core.fixtures import data_dir, load_fixture, load_fixtures
-    from streamlab.core.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
+    from streamlab.core.harness.fixtures import data_dir, load_fixture, load_fixtures
+    from streamlab.core.harness.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
     from streamlab.core.reading import TimedEvent
     from streamlab.core.resume import SequenceCursor
     from streamlab.core.retry import RetryPolicy

@@ -34,7 +34,7 @@ from streamlab.core.accumulate import (
     ToolCallError,
     replay,
 )
-from streamlab.core.fuzz import chunks_at
+from streamlab.core.harness.fuzz import chunks_at
 from streamlab.core.sse import SSEEvent
 
 RUNS = 60

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from streamlab.core import broken
-from streamlab.core.broken import FindTheBugsSnippet, TextLineParser, run_parser
-from streamlab.core.fixtures import load_fixtures
-from streamlab.core.fuzz import (
+from streamlab.core.harness import broken
+from streamlab.core.harness.broken import FindTheBugsSnippet, TextLineParser, run_parser
+from streamlab.core.harness.fixtures import load_fixtures
+from streamlab.core.harness.fuzz import (
     ALL_FIELDS,
     Contender,
     check,
@@ -26,8 +26,8 @@ from streamlab.core.fuzz import (
 from streamlab.core.sse import MAX_RETRY_MS, SSEEvent, SSEParser
 from streamlab.exercises import verdict
 from streamlab.exercises.lab02 import REPAIR_FIXTURES, check_repair
-from streamlab.net import broken_http
-from streamlab.net.broken_http import SHOWCASE, gallery, gallery_contender
+from streamlab.net.harness import broken_http
+from streamlab.net.harness.broken_http import SHOWCASE, gallery, gallery_contender
 from streamlab.tools.plots import plot_share_heatmap, plot_strategy_bars
 from streamlab.tools.widgets import split_explorer
 

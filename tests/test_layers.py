@@ -368,7 +368,7 @@ def test_importing_the_core_pulls_in_no_framework() -> None:
 
 # -- the checker itself --------------------------------------------------------------------------------
 
-_KNOWN = frozenset({"streamlab", "streamlab.core", "streamlab.core.sse", "streamlab.core.fuzz", "streamlab.net",
+_KNOWN = frozenset({"streamlab", "streamlab.core", "streamlab.core.sse", "streamlab.core.harness.fuzz", "streamlab.net",
                     "streamlab.net.client", "streamlab.tools", "streamlab.tools.plots"})
 
 

@@ -9,10 +9,16 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from streamlab.core.fixtures import load_fixtures
-from streamlab.core.fuzz import check, run_harness, streamlab_contender
+from streamlab.core.harness.fixtures import load_fixtures
+from streamlab.core.harness.fuzz import check, run_harness, streamlab_contender
 from streamlab.core.sse import parse
-from streamlab.net.peers import httpx_sse_contender, openai_contender, peers, response_from_chunks, sseclient_contender
+from streamlab.net.harness.peers import (
+    httpx_sse_contender,
+    openai_contender,
+    peers,
+    response_from_chunks,
+    sseclient_contender,
+)
 
 FIXTURES = {f.name: f for f in load_fixtures()}
 

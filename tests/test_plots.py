@@ -134,9 +134,9 @@ def test_plot_attempts_makes_its_own_figure_outside_pyplot() -> None:
 
 @pytest.fixture(scope="module")
 def harness():
-    from streamlab.core.broken import gallery_contender
-    from streamlab.core.fixtures import load_fixtures
-    from streamlab.core.fuzz import run_harness, streamlab_contender
+    from streamlab.core.harness.broken import gallery_contender
+    from streamlab.core.harness.fixtures import load_fixtures
+    from streamlab.core.harness.fuzz import run_harness, streamlab_contender
 
     fixtures = [f for f in load_fixtures() if f.name in ("spec-stock-ticker", "multibyte-utf8", "crlf-endings")]
     contenders = [streamlab_contender(), gallery_contender("chunk-ends-line"), gallery_contender("blank-line-is-LFLF")]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from streamlab.core.fixtures import data_dir
-from streamlab.core.fuzz import visible_bytes
+from streamlab.core.harness.fixtures import data_dir
+from streamlab.core.harness.fuzz import visible_bytes
 from streamlab.tools.quiz import (
     available_quizzes,
     build_quiz,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from streamlab.core import shapes
 from streamlab.core.endings import Ending, Outcome
-from streamlab.core.fixtures import load_fixture
+from streamlab.core.harness.fixtures import load_fixture
 from streamlab.core.relaysummary import (
     REQUIREMENTS,
     SUMMARY_FIELDS,

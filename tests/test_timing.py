@@ -316,7 +316,7 @@ def test_load_timings_names_the_file_and_the_bad_entry(tmp_path) -> None:
 
 
 def test_the_committed_recording_tells_the_lab_story() -> None:
-    from streamlab.core.fixtures import data_dir
+    from streamlab.core.harness.fixtures import data_dir
     from streamlab.net.live import CLIENT_LABELS, load_timings
 
     run = load_timings(data_dir() / "timings" / "three-clients.json")
@@ -332,7 +332,7 @@ def test_the_committed_recording_tells_the_lab_story() -> None:
 
 def test_the_recorded_run_is_found_through_the_data_set_and_its_text_round_trips() -> None:
     """core.metrics reads the data set's recordings (no clock, no socket) and writes the same text back."""
-    from streamlab.core.fixtures import data_dir
+    from streamlab.core.harness.fixtures import data_dir
     from streamlab.core.metrics import load_timings, recorded_run, timings_json
 
     run = recorded_run()

@@ -21,11 +21,12 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from streamlab.core import broken, shapes
+from streamlab.core import shapes
 from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
 from streamlab.core.endings import Ending, Outcome
 from streamlab.core.errors import FrameError, SequenceError, ToolCallError
-from streamlab.core.fuzz import chunks_at
+from streamlab.core.harness import broken
+from streamlab.core.harness.fuzz import chunks_at
 from streamlab.core.sse import SSEParser
 from streamlab.exercises import verdict
 from streamlab.exercises.lab09 import CAPTURES, CAUSES, EXPECTED, READ_CASES, expected_answer

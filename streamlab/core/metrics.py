@@ -22,7 +22,7 @@ they are labelled ILLUSTRATIVE wherever they are printed or plotted, because the
 
 Recorded runs: `timings_json` writes timings in a readable, diffable JSON text; `load_timings(path)` reads
 one back and `recorded_run(name)` reads one of the data set's recordings (`data/timings/NAME.json`, found
-through `streamlab.core.fixtures.data_dir`), so a lab can quote and plot numbers that do not change from run
+through `streamlab.core.harness.fixtures.data_dir`), so a lab can quote and plot numbers that do not change from run
 to run. The live runs that produce them are in `streamlab.net.live`.
 """
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
-from streamlab.core.fixtures import data_dir
+from streamlab.core.harness.fixtures import data_dir
 from streamlab.core.sse import SSEEvent
 
 __all__ = [

@@ -404,7 +404,7 @@ def capture_name(stream_id: int, model: str | None) -> str:
 
 
 def capture_record(raw: bytes, summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The `NAME.json` of a captured stream, in the fixture format (`streamlab.core.fixtures`).
+    """The `NAME.json` of a captured stream, in the fixture format (`streamlab.core.harness.fixtures`).
 
     Unlike the hand-written fixtures in `data/fixtures`, the expectation here comes from streamlab's own
     parser, and the description says so: review it against the standard before adding it to the data set.

@@ -4,6 +4,6 @@ fixtures/  raw SSE byte files (`NAME.sse`) with hand-written expectations (`NAME
 timings/   recorded client timings that labs plot when a live run would not be deterministic
 quiz/      checkpoint questions, one file per lab
 
-Read it with `streamlab.core.fixtures.data_dir()` (or `importlib.resources.files("streamlab.data")`),
+Read it with `streamlab.core.harness.fixtures.data_dir()` (or `importlib.resources.files("streamlab.data")`),
 never with a path relative to the working directory.
 """

@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from streamlab.core.fixtures import load_fixtures
-from streamlab.core.fuzz import chunks_at, show_split, visible_bytes
+from streamlab.core.harness.fixtures import load_fixtures
+from streamlab.core.harness.fuzz import chunks_at, show_split, visible_bytes
 from streamlab.core.sse import SSEParser
 from streamlab.exercises import exercise
 

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from streamlab.core.fixtures import Fixture, load_fixtures
-from streamlab.core.fuzz import Contender, ParseResult, check, run_harness, show_split, smallest_failing_split
+from streamlab.core.harness.fixtures import Fixture, load_fixtures
+from streamlab.core.harness.fuzz import Contender, ParseResult, check, run_harness, show_split, smallest_failing_split
 from streamlab.core.sse import SSEEvent
 from streamlab.exercises import exercise
 

@@ -21,7 +21,7 @@ from typing import Any
 from streamlab.core import shapes
 from streamlab.core.accumulate import ChatAccumulator, replay
 from streamlab.core.endings import Outcome
-from streamlab.core.fuzz import chunks_at
+from streamlab.core.harness.fuzz import chunks_at
 from streamlab.exercises import NotAttempted, exercise, function_answer
 
 __all__ = ["Capture", "CAPTURES", "CAUSES", "EXPECTED", "READ_CASES", "expected_answer"]

@@ -32,7 +32,7 @@ From Python, `Relay(upstream=..., keepalive=..., capture=...)` runs it on a back
         relay.summaries          # one dict per finished stream
 
 `capture=DIR` writes each stream's raw upstream bytes as `NAME.sse` plus `NAME.json` in the fixture format,
-so a real stream can become a test fixture (`streamlab.core.fixtures.load_fixture(NAME, DIR)`).
+so a real stream can become a test fixture (`streamlab.core.harness.fixtures.load_fixture(NAME, DIR)`).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 def _cmd_fixtures(args: argparse.Namespace) -> int:
     """List the byte fixtures, or run the split harness on streamlab's parser."""
-    from streamlab.core.fixtures import load_fixtures
-    from streamlab.core.fuzz import run_harness, streamlab_contender
+    from streamlab.core.harness.fixtures import load_fixtures
+    from streamlab.core.harness.fuzz import run_harness, streamlab_contender
 
     fixtures = load_fixtures()
     if not args.fuzz:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamlab.core.fixtures import data_dir
+from streamlab.core.harness.fixtures import data_dir
 
 __all__ = [
     "Choice",

@@ -22,7 +22,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from streamlab.core.fixtures import Fixture
+from streamlab.core.harness.fixtures import Fixture
 from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [

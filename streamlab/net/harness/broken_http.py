@@ -1,9 +1,9 @@
 """The broken parsers that read their lines through httpx (I/O layer), and the whole gallery in teaching order.
 
 Two parsers of lab 02's gallery get their lines from a real `httpx.Response` (built in memory by
-`streamlab.net.peers.response_from_chunks`, no socket): the usual loop over `response.iter_lines()`, and a
+`streamlab.net.harness.peers.response_from_chunks`, no socket): the usual loop over `response.iter_lines()`, and a
 sample parser fed by it. They need httpx, so they live here, beside the peers, and not in the sans-IO
-`streamlab.core.broken`, which holds every other gallery parser.
+`streamlab.core.harness.broken`, which holds every other gallery parser.
 
 `GALLERY` here is the whole gallery: the core's parsers with these two in their teaching places (the order
 lab 02 prints). `gallery()`, `gallery_contender()`, `bug_of()`, `found_in()` and `SHOWCASE` work like the
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from streamlab.core import broken
-from streamlab.core.broken import GalleryEntry, TextLineParser, bug_line, entry_contender, found_in_text
-from streamlab.core.fuzz import Contender, ParseResult
+from streamlab.core.harness import broken
+from streamlab.core.harness.broken import GalleryEntry, TextLineParser, bug_line, entry_contender, found_in_text
+from streamlab.core.harness.fuzz import Contender, ParseResult
 from streamlab.core.sse import SSEEvent
-from streamlab.net.peers import response_from_chunks
+from streamlab.net.harness.peers import response_from_chunks
 
 __all__ = [
     "HttpxIterLines", "HttpxLinesSample", "HTTP_GALLERY", "TEACHING_ORDER", "GALLERY", "SHOWCASE", "gallery",
@@ -88,7 +88,7 @@ TEACHING_ORDER: tuple[str, ...] = (
 """Every gallery parser, in the order lab 02 shows them: one-method bugs first, whole sample parsers last."""
 
 GALLERY: dict[str, GalleryEntry] = {name: (broken.GALLERY | HTTP_GALLERY)[name] for name in TEACHING_ORDER}
-"""The whole gallery: `streamlab.core.broken.GALLERY` and `HTTP_GALLERY`, in TEACHING_ORDER."""
+"""The whole gallery: `streamlab.core.harness.broken.GALLERY` and `HTTP_GALLERY`, in TEACHING_ORDER."""
 
 SHOWCASE: dict[str, str] = {name: entry.showcase for name, entry in GALLERY.items()}
 """For each gallery parser, the fixture whose smallest failing cut shows its bug best."""

@@ -1,7 +1,7 @@
 """A gallery of broken SSE parsers (sans-IO core): one realistic bug each, ready for the split harness.
 
 Every parser here is wrong in exactly one way that real code gets wrong, and right in every other way, so
-when the harness (`streamlab.core.fuzz`) catches it, the failure is that bug and nothing else. Most of them are
+when the harness (`streamlab.core.harness.fuzz`) catches it, the failure is that bug and nothing else. Most of them are
 `TextLineParser`, a correct text-level parser, with one method replaced: the docstring of each says what
 the replacement does wrong, which fixtures and cuts expose it, and where such code is found. The last two
 are whole small parsers written the way such code is commonly written, bugs included: a typical first-attempt
@@ -15,9 +15,9 @@ Two kinds of bug show up, and the lab is about telling them apart:
 * gaps: wrong on the whole stream too, so any fixture that exercises the rule finds them.
 
 `GALLERY` registers these parsers and `gallery()` returns them as `fuzz.Contender`s. Two more parsers read
-their lines through httpx, so they live on the I/O side, in `streamlab.net.broken_http`, whose `gallery()` is
+their lines through httpx, so they live on the I/O side, in `streamlab.net.harness.broken_http`, whose `gallery()` is
 the whole gallery in teaching order (the one lab 02 runs). Describing cuts (`cut_kind`, `split_kinds`, the
-split explorer's text) is the harness's job: those live in `streamlab.core.fuzz`.
+split explorer's text) is the harness's job: those live in `streamlab.core.harness.fuzz`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from streamlab.core.fuzz import ALL_FIELDS, Contender, ParseResult, cut_kind, split_explorer_text, split_kinds
+from streamlab.core.harness.fuzz import ALL_FIELDS, Contender, ParseResult, cut_kind, split_explorer_text, split_kinds
 from streamlab.core.sse import MAX_RETRY_MS, SSEEvent
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
     "FindTheBugsSnippet", "RequestsLinesSample", "sample_parse_sse_lines", "GalleryEntry", "GALLERY", "SHOWCASE",
     "gallery", "gallery_contender", "entry_contender", "run_parser", "bug_of", "found_in", "bug_line",
     "found_in_text",
-    # re-exported from streamlab.core.fuzz, where they now live (tools/widgets.py still imports them from here)
+    # re-exported from streamlab.core.harness.fuzz, where they now live (tools/widgets.py still imports them from here)
     "cut_kind", "split_kinds", "split_explorer_text",
 ]
 
@@ -528,7 +528,7 @@ GALLERY: dict[str, GalleryEntry] = {
     "find-the-bugs-snippet": GalleryEntry(FindTheBugsSnippet, _EVENTS_ONLY, "multibyte-utf8"),
     "requests-lines-sample": GalleryEntry(RequestsLinesSample, _EVENTS_ONLY, "spec-stock-ticker"),
 }
-"""The gallery parsers that need no HTTP library, in teaching order (streamlab.net.broken_http has the rest)."""
+"""The gallery parsers that need no HTTP library, in teaching order (streamlab.net.harness.broken_http has the rest)."""
 
 SHOWCASE: dict[str, str] = {name: entry.showcase for name, entry in GALLERY.items()}
 """For each parser of GALLERY, the fixture whose smallest failing cut shows its bug best."""
@@ -587,5 +587,5 @@ def gallery_contender(name: str) -> Contender:
 
 
 def gallery() -> list[Contender]:
-    """Every parser of GALLERY, in teaching order (streamlab.net.broken_http.gallery() adds the httpx-fed two)."""
+    """Every parser of GALLERY, in teaching order (`streamlab.net.harness.broken_http.gallery()` adds two more)."""
     return [gallery_contender(name) for name in GALLERY]

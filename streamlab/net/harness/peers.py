@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import httpx
 
-from streamlab.core.fuzz import Contender, ParseResult
+from streamlab.core.harness.fuzz import Contender, ParseResult
 from streamlab.core.sse import SSEEvent
 
 __all__ = [
