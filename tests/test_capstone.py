@@ -35,7 +35,7 @@ from streamlab.exercises.lab07 import (
     learner_relay,
     relay_app,
 )
-from streamlab.net.chaos import ChaosProxy
+from streamlab.net.chaos.proxy import ChaosProxy
 from streamlab.net.relay import AppServer, Relay
 from streamlab.net.relaycheck import check_relay
 from streamlab.net.standin.server import End, Episode, Send, Stall, StandIn, Wait, paced

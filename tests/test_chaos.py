@@ -21,10 +21,10 @@ import openai
 import pytest
 
 from conftest import streamlab_cli
+from streamlab.core.chaos import Action, ConnectionEnd, Direction, FaultSpec, Fired
 from streamlab.core.errors import ConnectionBroken, FaultSpecError, ReadStalled
-from streamlab.core.faults import Action, ConnectionEnd, Direction, FaultSpec, Fired
-from streamlab.net.chaos import ChaosProxy, serve_chaos, stop_chaos
-from streamlab.net.chaosbook import ChaosBook
+from streamlab.net.chaos.book import ChaosBook
+from streamlab.net.chaos.proxy import ChaosProxy, serve_chaos, stop_chaos
 from streamlab.net.client import stream_chat
 from streamlab.net.standin.server import StandIn, scenario
 from streamlab.tools.cli import main as cli_main

@@ -6,8 +6,7 @@ import random
 
 import pytest
 
-from streamlab.core.errors import FaultSpecError, StreamlabError
-from streamlab.core.faults import (
+from streamlab.core.chaos import (
     ORDER,
     Action,
     Direction,
@@ -18,6 +17,7 @@ from streamlab.core.faults import (
     parse_latency,
     parse_slice,
 )
+from streamlab.core.errors import FaultSpecError, StreamlabError
 
 UP, DOWN = Direction.UP, Direction.DOWN
 TEXT = "naïve café: 日本語 and emoji 🎉, ".encode() * 20

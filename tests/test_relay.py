@@ -460,7 +460,7 @@ def chaos_standin():
 @pytest.mark.parametrize("fault", sorted(CHAOS_FAULTS))
 def test_the_sdk_through_the_relay_and_the_chaos_proxy_never_mistakes_a_fault_for_an_answer(
         chaos_standin, fault, direction, no_leaked_threads):
-    from streamlab.net.chaos import ChaosProxy
+    from streamlab.net.chaos.proxy import ChaosProxy
 
     terminal = fault in ("cut", "reset", "stall")
     with ChaosProxy(("127.0.0.1", chaos_standin.port), direction=direction, seed=5,

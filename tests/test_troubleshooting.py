@@ -30,7 +30,7 @@ from streamlab.core.harness.fuzz import chunks_at
 from streamlab.core.sse import SSEParser
 from streamlab.exercises import verdict
 from streamlab.exercises.lab09 import CAPTURES, CAUSES, EXPECTED, READ_CASES, expected_answer
-from streamlab.net.chaos import ChaosProxy
+from streamlab.net.chaos.proxy import ChaosProxy
 from streamlab.net.client import (
     ConnectionBroken,
     IdleTimeout,

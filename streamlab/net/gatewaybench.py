@@ -4,7 +4,7 @@
                                               ^
                                         your client (the SDK)
 
-The primary is reached through a chaos proxy (`streamlab.net.chaos.ChaosProxy`), so its bytes can be cut,
+The primary is reached through a chaos proxy (`streamlab.net.chaos.proxy.ChaosProxy`), so its bytes can be cut,
 reset or stalled anywhere (`set_faults` restarts the proxy on the same port with new faults; the gateway never
 notices the swap); both stand-ins follow their scripts (`streamlab.net.standin.server`: 429 storms, resets, stalls,
 all per model and per API key). The gateway's breakers read `clock`, a `ManualClock` by default, so a
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from streamlab.core.standin.room import UsagePolicy
 from streamlab.core.standin.script import ScriptValue
-from streamlab.net.chaos import ChaosProxy
+from streamlab.net.chaos.proxy import ChaosProxy
 from streamlab.net.gateway import Gateway, ManualClock
 from streamlab.net.standin.server import StandIn
 

@@ -1,7 +1,7 @@
 """The relay checker: drive any relay through a scripted upstream and a chaos proxy, grade its five rules (I/O layer).
 
 The checker plays both ends of a relay. Upstream, it runs a stand-in (`streamlab.net.standin.server`) behind a chaos
-proxy (`streamlab.net.chaos`) that listens on one fixed address, the *upstream URL*; downstream, it is the
+proxy (`streamlab.net.chaos.proxy`) that listens on one fixed address, the *upstream URL*; downstream, it is the
 client, with httpx (raw bytes, arrival times) and with the official openai SDK. Every check scripts one kind of
 upstream behaviour under its own model name, and grades the evidence with `streamlab.core.relaygrade`.
 

@@ -31,7 +31,7 @@ from streamlab.core.relaygrade import (
     StreamExpectation,
 )
 from streamlab.core.sse import parse
-from streamlab.net.chaos import ChaosProxy
+from streamlab.net.chaos.proxy import ChaosProxy
 from streamlab.net.standin.server import Cut, Episode, Send, Stall, StandIn, Wait, paced
 
 __all__ = ["CheckOptions", "CheckRun", "RawResult", "Death", "DEATHS", "build_script", "raw_stream", "sdk_stream",

@@ -26,7 +26,7 @@ example: streamlab chaos --upstream 127.0.0.1:8000 --slice 1:8 --cut-after 2000 
 
 
 def _option(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """Wrap a `streamlab.core.faults` parser for argparse, which then names the option in its error."""
+    """Wrap a `streamlab.core.chaos` parser for argparse, which then names the option in its error."""
     from streamlab.core.errors import FaultSpecError
 
     def convert(text: str) -> Any:
@@ -44,9 +44,9 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
     """Run the proxy until Ctrl-C, printing one line per finished connection."""
+    from streamlab.core.chaos import ConnectionRecord
     from streamlab.core.errors import FaultSpecError
-    from streamlab.core.faults import ConnectionRecord
-    from streamlab.net.chaos import ChaosProxy
+    from streamlab.net.chaos.proxy import ChaosProxy
 
     given = [f"--{name.replace('_', '-')}" for name in ("cut_after", "reset_after", "stall_after")
              if getattr(args, name) is not None]
@@ -106,7 +106,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add the `chaos` subcommand to the `streamlab` parser's subparsers."""
-    from streamlab.core.faults import parse_bandwidth, parse_byte_count, parse_hostport, parse_latency, parse_slice
+    from streamlab.core.chaos import parse_bandwidth, parse_byte_count, parse_hostport, parse_latency, parse_slice
 
     def count(option: str) -> Callable[[str], int]:
         return _option(lambda text: parse_byte_count(text, option=option))

@@ -1,7 +1,7 @@
 """The chaos proxy's connection records, shared between its event loop and other threads (I/O layer).
 
 The proxy's event loop writes (`ChaosBook.open`, `wrote`, `dropped`, ...); a test, a notebook or the command
-line reads snapshots (`ConnectionRecord`, from `streamlab.core.faults`) or blocks until the records reach a
+line reads snapshots (`ConnectionRecord`, from `streamlab.core.chaos`) or blocks until the records reach a
 state (`wait_until`), from any thread. A proxy that runs for a whole workshop must not grow without bound,
 so the book keeps the last `max_records` connections (a ring; numbers keep counting) and, per direction,
 the first `KEEP_SIZES` write and slice sizes (the byte counts stay exact).
@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streamlab.core.faults import ConnectionEnd, ConnectionRecord, Direction, Fired, SlicePlan
+from streamlab.core.chaos import ConnectionEnd, ConnectionRecord, Direction, Fired, SlicePlan
 
 __all__ = ["ChaosBook", "Tally", "KEEP_SIZES", "DEFAULT_MAX_RECORDS"]
 

@@ -9,7 +9,7 @@ It sits between any client and any server, and uses asyncio and the standard lib
     proxy.records()  # one ConnectionRecord per connection: bytes each way, which fault fired, how it ended
 
 Every decision about the bytes (how many pass, where writes are cut, when each is due) is made by the
-sans-IO `streamlab.core.faults`; this module carries them out and is the same whatever the options.
+sans-IO `streamlab.core.chaos`; this module carries them out and is the same whatever the options.
 
 Theory of operation. Each accepted connection is a `_Link` with two directions, "up" (client -> server)
 and "down" (server -> client). A direction is a reader task and a writer task joined by a bounded queue:
@@ -45,8 +45,7 @@ import threading
 from collections.abc import Callable
 from enum import Enum
 
-from streamlab.core.errors import FaultSpecError
-from streamlab.core.faults import (
+from streamlab.core.chaos import (
     Action,
     Batch,
     ConnectionEnd,
@@ -56,7 +55,8 @@ from streamlab.core.faults import (
     Fired,
     parse_hostport,
 )
-from streamlab.net.chaosbook import ChaosBook, Tally
+from streamlab.core.errors import FaultSpecError
+from streamlab.net.chaos.book import ChaosBook, Tally
 
 try:  # unacknowledged bytes of a socket's send queue (Linux); elsewhere a reset waits a moment instead
     import fcntl

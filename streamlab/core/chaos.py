@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The chaos proxy (`streamlab.net.chaos`) reads bytes from one peer and writes them to the other. This module
+The chaos proxy (`streamlab.net.chaos.proxy`) reads bytes from one peer and writes them to the other. This module
 makes every decision about those bytes; the proxy only carries them out with sockets and a clock. A
 `FaultSpec` holds the options (the same ones as `streamlab chaos`). Each direction of each connection gets its
 own `DirectionFaults`, fed every chunk the proxy reads and answering with a `Batch`: the writes to make
