@@ -42,7 +42,7 @@ import httpx
 
 from streamlab.core import shapes
 from streamlab.core.sse import SSEParser
-from streamlab.net.relay import Relay
+from streamlab.net.relay.app import Relay
 from streamlab.net.standin.server import Episode, Send, StandIn, Wait
 
 TTFT = 0.2

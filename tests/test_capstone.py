@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from streamlab.core import shapes
-from streamlab.core.relaysummary import SUMMARY_FIELDS, marker_frame
+from streamlab.core.relay.stream import SUMMARY_FIELDS, marker_frame
 from streamlab.core.sse import SSEParser, parse
 from streamlab.exercises import verdict
 from streamlab.exercises.lab07 import (
@@ -36,8 +36,8 @@ from streamlab.exercises.lab07 import (
     relay_app,
 )
 from streamlab.net.chaos.proxy import ChaosProxy
-from streamlab.net.relay import AppServer, Relay
-from streamlab.net.relaycheck import check_relay
+from streamlab.net.relay.app import AppServer, Relay
+from streamlab.net.relaycheck.run import check_relay
 from streamlab.net.standin.server import End, Episode, Send, Stall, StandIn, Wait, paced
 
 pytestmark = [pytest.mark.net]
@@ -623,7 +623,7 @@ def test_grading_the_last_stage_prints_a_passing_report(capsys, no_leaked_thread
 def test_the_brief_is_rendered_from_the_requirements_not_restated():
     code = "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
     assert "for req in REQUIREMENTS:" in code
-    from streamlab.core.relaysummary import REQUIREMENTS
+    from streamlab.core.relay.stream import REQUIREMENTS
 
     assert not any(req.rule in _markdown() for req in REQUIREMENTS)
 

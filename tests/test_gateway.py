@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.gatewaylog import LOG_FIELDS, tokens_of
-from streamlab.core.relaysummary import SUMMARY_FIELDS
+from streamlab.core.relay.stream import SUMMARY_FIELDS
 from streamlab.core.sse import parse
 from streamlab.net.gateway import Gateway, ManualClock, upstreams_from
 from streamlab.net.gatewaybench import GatewayBench, response_offsets

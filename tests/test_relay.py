@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from streamlab.core import shapes
 from streamlab.core.endings import Ending, Outcome
 from streamlab.core.harness.fixtures import load_fixture
-from streamlab.core.relaysummary import (
+from streamlab.core.relay.stream import (
     REQUIREMENTS,
     SUMMARY_FIELDS,
     RelayedStream,
@@ -31,7 +31,7 @@ from streamlab.core.relaysummary import (
     requirement,
 )
 from streamlab.core.sse import SSEEvent, parse
-from streamlab.net.relay import Relay
+from streamlab.net.relay.app import Relay
 from streamlab.net.standin.server import Cut, Episode, KeepAlive, Send, Stall, StandIn, Wait, error_episode, paced
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld ", "\U0001f600"], model="m")
@@ -483,7 +483,7 @@ def test_the_sdk_through_the_relay_and_the_chaos_proxy_never_mistakes_a_fault_fo
 
 @net
 def test_serve_relay_replaces_the_previous_one(standin, no_leaked_threads):
-    from streamlab.net.relay import serve_relay, stop_relay
+    from streamlab.net.relay.app import serve_relay, stop_relay
 
     first_url = serve_relay(standin.base_url).base_url
     second = serve_relay(standin.base_url, keepalive=None)

@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from streamlab.core import shapes
 from streamlab.core.endings import Ending, Outcome
-from streamlab.core.relaygrade import (
+from streamlab.core.relay.grade import (
     CheckResult,
     RelayReport,
     SdkResult,
@@ -41,9 +41,9 @@ from streamlab.core.relaygrade import (
     raw_offset,
     utf8_inner_offsets,
 )
-from streamlab.core.relaysummary import RelayedStream, dialect_of, marker_frame
-from streamlab.net.relay import AppServer, Relay
-from streamlab.net.relaycheck import check_relay, ephemeral_floor, relay_command, steady_port
+from streamlab.core.relay.stream import RelayedStream, dialect_of, marker_frame
+from streamlab.net.relay.app import AppServer, Relay
+from streamlab.net.relaycheck.run import check_relay, ephemeral_floor, relay_command, steady_port
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"])
 WHOLE = b"".join(CHAT)
@@ -302,7 +302,7 @@ def test_a_port_in_use_is_never_picked(monkeypatch):
     taken.listen()
     try:
         busy = taken.getsockname()[1]
-        monkeypatch.setattr("streamlab.net.relaycheck.ephemeral_floor", lambda: busy + 1)
+        monkeypatch.setattr("streamlab.net.relaycheck.run.ephemeral_floor", lambda: busy + 1)
         assert steady_port(span=1) != busy  # the only candidate is taken: it falls back to a free port
     finally:
         taken.close()

@@ -39,7 +39,7 @@ from streamlab.net.client import (
     stream_chat,
     stream_responses,
 )
-from streamlab.net.relay import AppServer, Relay
+from streamlab.net.relay.app import AppServer, Relay
 from streamlab.net.resume import ResumableResponseStream
 from streamlab.net.sdk import read_sdk_stream
 from streamlab.net.standin.server import Cut, End, Episode, KeepAlive, Send, Stall, StandIn, StoredResponse, Wait, paced

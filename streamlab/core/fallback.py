@@ -17,7 +17,7 @@ one fact: **has any event of this answer reached the client?**
   text that repeats or contradicts itself. So the gateway never fails over after the first event. If the
   same upstream can continue the *same* response from a cursor (a Responses background stream, resumed
   with `starting_after`), and the cut fell between events, it *resumes*. Otherwise it ends the stream with
-  the relay's *marked final event* (`streamlab.core.relaysummary.marker_frame`), on which the official SDK
+  the relay's *marked final event* (`streamlab.core.relay.stream.marker_frame`), on which the official SDK
   raises, so the client knows the answer is unfinished and may restart it visibly.
 
 "Before the first event" is made exact by how the gateway forwards: it holds an answer's bytes until its

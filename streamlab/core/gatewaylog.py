@@ -1,7 +1,7 @@
 """The gateway's per-stream log line: its documented fields and how they are filled (sans-IO core).
 
 A gateway writes one JSON object per request, on one line, when the request is over. It is a relay summary
-line (`streamlab.core.relaysummary.SUMMARY_FIELDS`: model, outcome, text characters, usage, TTFT, total),
+line (`streamlab.core.relay.stream.SUMMARY_FIELDS`: model, outcome, text characters, usage, TTFT, total),
 so anything that reads the relay's summaries reads these too, plus what only a gateway knows: which
 upstreams it tried and what each said, which one answered, the request id that lets you find the request
 in that provider's own logs, and the token count. `LOG_FIELDS` documents every field once; `log_record`
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamlab.core.relaysummary import SUMMARY_FIELDS, summary_line
+from streamlab.core.relay.stream import SUMMARY_FIELDS, summary_line
 from streamlab.core.sse import SSEEvent
 
 __all__ = ["LOG_FIELDS", "AttemptNote", "log_record", "request_id_of", "tokens_of", "log_line"]

@@ -223,7 +223,7 @@ class SSEParser:
         return self._fed
 
     # Where the bytes fed so far stop, for code that adds its own bytes to the same stream (the relay's
-    # keep-alives and final event must not change the events a client parses; see streamlab.core.relaysummary).
+    # keep-alives and final event must not change the events a client parses; see streamlab.core.relay.stream).
 
     @property
     def line_open(self) -> bool:

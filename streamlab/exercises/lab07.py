@@ -6,10 +6,10 @@ bytes to send downstream. `upstream` is the upstream's streaming `httpx.Response
 the list its summary line goes to). Everything else is the same at every stage and is given: `relay_app`
 builds a Starlette app that forwards the request with `httpx.AsyncClient`, passes error statuses through, and
 streams whatever the body yields with the headers that stop proxy buffering. `learner_relay` serves it under
-uvicorn (`streamlab.net.relay.AppServer`) for the relay checker.
+uvicorn (`streamlab.net.relay.app.AppServer`) for the relay checker.
 
-Each stage is graded by the relay checker (`streamlab.net.relaycheck.check_relay`) on the requirements it adds
-(`streamlab.core.relaysummary.REQUIREMENTS`), and a verdict names the first failing check and its evidence:
+Each stage is graded by the relay checker (`streamlab.net.relaycheck.run.check_relay`) on the requirements it adds
+(`streamlab.core.relay.stream.REQUIREMENTS`), and a verdict names the first failing check and its evidence:
 
 * 07.1 `pass_through`: forward the bytes as they arrive (requirement 1).
 * 07.2 `with_summary`: and write one summary line per stream (1 and 5).
@@ -41,11 +41,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from streamlab.core.relaygrade import RelayReport
-from streamlab.core.relaysummary import dialect_of
+from streamlab.core.relay.grade import RelayReport
+from streamlab.core.relay.stream import dialect_of
 from streamlab.exercises import NotAttempted, exercise, function_answer
-from streamlab.net.relay import AppServer
-from streamlab.net.relaycheck import RelayUnderTest, check_relay
+from streamlab.net.relay.app import AppServer
+from streamlab.net.relaycheck.run import RelayUnderTest, check_relay
 
 __all__ = ["StreamInfo", "Body", "relay_app", "learner_relay", "between_events", "KEEPALIVE", "READ_TIMEOUT",
            "DEADLINE", "CHECKER", "STAGES", "attempted", "grade_my_relay"]

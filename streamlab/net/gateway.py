@@ -1,6 +1,6 @@
 """The gateway: the reference relay grown to several upstreams, a breaker each, fallback, logs and metrics (I/O layer).
 
-The reference relay (`streamlab.net.relay`) forwards one client's stream from one upstream. A gateway does
+The reference relay (`streamlab.net.relay.app`) forwards one client's stream from one upstream. A gateway does
 the same in front of several upstreams given in order of preference, and adds what production needs:
 
 * **A circuit breaker per upstream** (`streamlab.core.breaker.Breaker`). Before sending a request to an
@@ -67,11 +67,17 @@ from starlette.routing import Route
 
 from streamlab.core.breaker import Breaker, Health, Permit, history_text
 from streamlab.core.gatewaylog import log_line, log_record
-from streamlab.core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of
+from streamlab.core.relay.stream import RelayedStream, capture_name, capture_record, dialect_of
 from streamlab.core.retry import parse_retry_after
 from streamlab.net.gatewaymetrics import CONTENT_TYPE, GatewayMetrics
 from streamlab.net.gatewaystream import Exchange, Failure
-from streamlab.net.relay import _FORWARD_REQUEST, _FORWARD_RESPONSE, DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT, ServedApp
+from streamlab.net.relay.app import (
+    _FORWARD_REQUEST,
+    _FORWARD_RESPONSE,
+    DEFAULT_KEEPALIVE,
+    DEFAULT_READ_TIMEOUT,
+    ServedApp,
+)
 
 __all__ = ["Upstream", "upstreams_from", "GatewayConfig", "Gateway", "build_gateway_app", "serve_gateway",
            "stop_gateway", "ManualClock", "DEFAULT_NAMES", "LOGGER", "HOMES"]
@@ -154,7 +160,7 @@ class ManualClock:
 class GatewayConfig:
     """What a gateway needs: its upstreams (in order of preference) and its patience.
 
-    `keepalive`, `read_timeout` and `capture` as in `streamlab.net.relay.RelayConfig` (`read_timeout` also
+    `keepalive`, `read_timeout` and `capture` as in `streamlab.net.relay.app.RelayConfig` (`read_timeout` also
     bounds the wait for each upstream's status line and first event). `failure_threshold` and `cooldown`
     configure every breaker; `clock` is the breakers' clock (seconds, monotonic). `max_resumes` bounds the
     resumes of one stream. `on_log` is called with each log record, on the server's thread.

@@ -40,9 +40,9 @@ from streamlab.core.breaker import Health, Permit, health_of
 from streamlab.core.endings import Ending, Outcome
 from streamlab.core.fallback import Move, Situation, decide
 from streamlab.core.gatewaylog import AttemptNote, request_id_of
-from streamlab.core.relaysummary import BOM, RelayedStream, raises_in_sdk
+from streamlab.core.relay.stream import BOM, RelayedStream, raises_in_sdk
 from streamlab.core.sse import SSEEvent, parse
-from streamlab.net.relay import _STREAM_HEADERS, _broken, _cancel, _disconnected, _request_facts
+from streamlab.net.relay.app import _STREAM_HEADERS, _broken, _cancel, _disconnected, _request_facts
 
 if TYPE_CHECKING:
     from streamlab.net.gateway import GatewayState, Upstream

@@ -14,7 +14,7 @@ __all__ = ["register"]
 
 
 def _requirements_text() -> str:
-    from streamlab.core.relaysummary import REQUIREMENTS
+    from streamlab.core.relay.stream import REQUIREMENTS
 
     return "\n".join(textwrap.fill(r.rule, 100, initial_indent=f"  ({r.number}) ", subsequent_indent="      ")
                      for r in REQUIREMENTS)
@@ -23,9 +23,9 @@ def _requirements_text() -> str:
 def _cmd_relay(args: argparse.Namespace) -> int:
     """Run the reference relay until Ctrl-C. Line 1 of stdout is its base URL; then one JSON summary line per
     stream. Everything else goes to stderr."""
-    from streamlab.core.relaysummary import summary_line
+    from streamlab.core.relay.stream import summary_line
     from streamlab.net.gateway import Gateway
-    from streamlab.net.relay import Relay
+    from streamlab.net.relay.app import Relay
 
     lock = threading.Lock()
 
@@ -88,7 +88,7 @@ Exit status: 0 when all five requirements hold, 1 when one does not, 2 for a usa
 def _cmd_check_relay(args: argparse.Namespace) -> int:
     """Drive a relay through a scripted upstream and a chaos proxy and grade its five rules with evidence.
     Each check prints one line (PASS or FAIL, the outcome it exercises, what was seen), then the report."""
-    from streamlab.net.relaycheck import check_relay, relay_command
+    from streamlab.net.relaycheck.run import check_relay, relay_command
 
     if (args.relay_url is None) == (args.relay_cmd is None):
         print("error: give a RELAY_URL or --relay-cmd (one of them)", file=sys.stderr)

@@ -4,7 +4,7 @@
 lines against every stream the checks asked for. Each check starts the chaos proxy in front of the stand-in
 on the fixed upstream port for its own duration (`CheckRun.front`): without faults for the scripted checks,
 with the faults it needs for the chaos checks and the seeded fuzz. The verdicts come from
-`streamlab.core.relaygrade`; a check's name says what it does, and its result names the outcome it exercises.
+`streamlab.core.relay.grade`; a check's name says what it does, and its result names the outcome it exercises.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamlab.core.endings import Outcome
-from streamlab.core.relaygrade import (
+from streamlab.core.relay.grade import (
     FuzzRun,
     RelayReport,
     SdkResult,
@@ -30,7 +30,7 @@ from streamlab.core.relaygrade import (
     utf8_inner_offsets,
 )
 from streamlab.core.sse import parse
-from streamlab.net.relayprobe import (
+from streamlab.net.relaycheck.probe import (
     CHAT,
     DEATHS,
     DELTA,

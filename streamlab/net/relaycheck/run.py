@@ -3,7 +3,7 @@
 The checker plays both ends of a relay. Upstream, it runs a stand-in (`streamlab.net.standin.server`) behind a chaos
 proxy (`streamlab.net.chaos.proxy`) that listens on one fixed address, the *upstream URL*; downstream, it is the
 client, with httpx (raw bytes, arrival times) and with the official openai SDK. Every check scripts one kind of
-upstream behaviour under its own model name, and grades the evidence with `streamlab.core.relaygrade`.
+upstream behaviour under its own model name, and grades the evidence with `streamlab.core.relay.grade`.
 
 The handshake, or how a relay written with any framework gets pointed at the checker's upstream: a relay only
 connects upstream when a request arrives, so the relay can be started before the checker listens. The
@@ -12,7 +12,7 @@ restarts the chaos proxy on that same port with other faults. Three ways to hand
 
 * `check_relay(start_relay)`: a factory called with the upstream URL, returning a context manager that
   yields the relay (a URL string, or an object with `base_url` and, optionally, `summaries`). The reference
-  `streamlab.net.relay.Relay` is such a factory as it stands: `check_relay(lambda up: Relay(up, keepalive=0.25))`.
+  `streamlab.net.relay.app.Relay` is such a factory as it stands: `check_relay(lambda up: Relay(up, keepalive=0.25))`.
 * `relay_command("python my_relay.py --upstream {upstream} --port {port}")` makes such a factory from a
   command line (`streamlab check-relay --relay-cmd ...`): the checker fills in the placeholders, starts the
   process, waits for the port, and reads summary lines from its stdout (every line that is a JSON object).
@@ -42,9 +42,9 @@ from typing import Any
 
 import httpx
 
-from streamlab.core.relaygrade import CheckResult, RelayReport, SdkResult, StreamExpectation
-from streamlab.net.relaychecks import run_checks
-from streamlab.net.relayprobe import CheckOptions
+from streamlab.core.relay.grade import CheckResult, RelayReport, SdkResult, StreamExpectation
+from streamlab.net.relaycheck.checks import run_checks
+from streamlab.net.relaycheck.probe import CheckOptions
 from streamlab.net.standin.server import StandIn
 
 __all__ = ["DEFAULT_UPSTREAM_PORT", "CheckOptions", "RelayUnderTest", "check_relay", "relay_command",

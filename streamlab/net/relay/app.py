@@ -1,7 +1,7 @@
 """The reference streaming relay: a Starlette app under uvicorn that forwards SSE with httpx (I/O layer).
 
 A relay is the backend most people end up writing in front of a model API: the browser or the SDK talks to
-it, it talks to the upstream. This one keeps the five rules of `streamlab.core.relaysummary.REQUIREMENTS`:
+it, it talks to the upstream. This one keeps the five rules of `streamlab.core.relay.stream.REQUIREMENTS`:
 
 1. It forwards each upstream chunk the moment it arrives (never a whole event held back) while the pure
    `RelayedStream` parses it for the running summary.
@@ -59,7 +59,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from streamlab.core.endings import Ending
-from streamlab.core.relaysummary import RelayedStream, capture_name, capture_record, dialect_of, summary_line
+from streamlab.core.relay.stream import RelayedStream, capture_name, capture_record, dialect_of, summary_line
 
 __all__ = ["Relay", "AppServer", "RelayConfig", "build_app", "serve_relay", "stop_relay", "DEFAULT_KEEPALIVE",
            "DEFAULT_READ_TIMEOUT"]

@@ -1,11 +1,11 @@
 """Grading a relay: the verdicts on what a relay delivered, the report, the seeded fuzz plan (sans-IO core).
 
-The relay checker (`streamlab.net.relaycheck`) drives a relay through scripted upstream faults and collects
+The relay checker (`streamlab.net.relaycheck.run`) drives a relay through scripted upstream faults and collects
 evidence: the bytes the upstream wrote, the bytes the client received, what the official SDK did, the
 summary lines. Everything that turns evidence into a verdict lives here, with no I/O, so it is tested on
 bytes alone and the checker only gathers facts.
 
-Each check yields a `CheckResult`: the requirement it grades (`streamlab.core.relaysummary.REQUIREMENTS`),
+Each check yields a `CheckResult`: the requirement it grades (`streamlab.core.relay.stream.REQUIREMENTS`),
 the outcome of the five it exercises, pass or fail, and one line of evidence. `RelayReport` gathers them; a
 requirement holds when it has at least one check and every one passed, and the report is good only when all
 five hold.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamlab.core.endings import Outcome
-from streamlab.core.relaysummary import REQUIREMENTS, SUMMARY_FIELDS, raises_in_sdk
+from streamlab.core.relay.stream import REQUIREMENTS, SUMMARY_FIELDS, raises_in_sdk
 from streamlab.core.sse import SSEEvent, parse
 
 __all__ = [

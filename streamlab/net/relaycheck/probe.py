@@ -5,7 +5,7 @@ whose text is full of multi-byte characters. The clients are raw httpx (the byte
 and the official openai SDK (what a user would see). `CheckRun` holds one run's relay, stand-in, fixed
 upstream port and options, starts the chaos proxy in front of the stand-in for a check (`front`), and notes
 every stream it asks the relay for, so the summary lines can be compared with them at the end. The checks
-themselves are in `streamlab.net.relaychecks`.
+themselves are in `streamlab.net.relaycheck.checks`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from openai.types.responses import ResponseTextDeltaEvent
 
 from streamlab.core import shapes
 from streamlab.core.endings import Outcome
-from streamlab.core.relaygrade import (
+from streamlab.core.relay.grade import (
     GAVE_UP,
     CheckResult,
     RelayReport,

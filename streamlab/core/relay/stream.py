@@ -1,8 +1,8 @@
 """What a streaming relay must do, and the pure half of doing it: bytes in, decisions out (sans-IO core).
 
 A relay sits between a client and an SSE upstream (a backend in front of a model API). Its five rules,
-`REQUIREMENTS`, are stated here once: the reference relay (`streamlab.net.relay`) documents itself with them,
-the `streamlab relay` help prints them, and the relay checker (`streamlab.net.relaycheck`) grades each one.
+`REQUIREMENTS`, are stated here once: the reference relay (`streamlab.net.relay.app`) documents itself with them,
+the `streamlab relay` help prints them, and the relay checker (`streamlab.net.relaycheck.run`) grades each one.
 
 `RelayedStream` is everything about one stream that needs no socket and no clock (timestamps are passed in):
 it is fed the upstream's bytes, answers with the bytes to send downstream, keeps the running summary
