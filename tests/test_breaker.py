@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamlab.core.breaker import (
+from streamlab.core.endings import Ending, Outcome
+from streamlab.core.gateway.breaker import (
     ENDING_HEALTH,
     STATE_CODES,
     TRANSITIONS,
@@ -26,7 +27,6 @@ from streamlab.core.breaker import (
     history_text,
     next_state,
 )
-from streamlab.core.endings import Ending, Outcome
 
 # -- the table ----------------------------------------------------------------------------------------
 

@@ -36,7 +36,8 @@ from streamlab.exercises.lab07 import (
     relay_app,
 )
 from streamlab.net.chaos.proxy import ChaosProxy
-from streamlab.net.relay.app import AppServer, Relay
+from streamlab.net.relay.app import Relay
+from streamlab.net.relay.serving import AppServer
 from streamlab.net.relaycheck.run import check_relay
 from streamlab.net.standin.server import End, Episode, Send, Stall, StandIn, Wait, paced
 

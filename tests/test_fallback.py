@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamlab.core.endings import TRANSPORT_FAILURES, Ending
-from streamlab.core.fallback import MOVES, Move, Situation, decide, remaining, worth_another
+from streamlab.core.gateway.fallback import MOVES, Move, Situation, decide, remaining, worth_another
 
 ENDINGS = [e for e in Ending if e not in (Ending.IN_PROGRESS,)]
 

@@ -25,12 +25,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ASK
 from streamlab.core import shapes
-from streamlab.core.gatewaylog import LOG_FIELDS, tokens_of
+from streamlab.core.gateway.log import LOG_FIELDS, tokens_of
 from streamlab.core.relay.stream import SUMMARY_FIELDS
 from streamlab.core.sse import parse
-from streamlab.net.gateway import Gateway, ManualClock, upstreams_from
-from streamlab.net.gatewaybench import GatewayBench, response_offsets
-from streamlab.net.gatewaymetrics import FAMILIES
+from streamlab.net.gateway.app import Gateway, ManualClock, upstreams_from
+from streamlab.net.gateway.bench import GatewayBench, response_offsets
+from streamlab.net.gateway.metrics import FAMILIES
 from streamlab.net.standin.server import Cut, Episode, Send, Stall, StandIn, StoredResponse, Wait, error_episode, paced
 
 pytestmark = pytest.mark.net  # every test here opens sockets (see tests/conftest.py)

@@ -42,7 +42,8 @@ from streamlab.core.relay.grade import (
     utf8_inner_offsets,
 )
 from streamlab.core.relay.stream import RelayedStream, dialect_of, marker_frame
-from streamlab.net.relay.app import AppServer, Relay
+from streamlab.net.relay.app import Relay
+from streamlab.net.relay.serving import AppServer
 from streamlab.net.relaycheck.run import check_relay, ephemeral_floor, relay_command, steady_port
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"])

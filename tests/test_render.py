@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from streamlab.core import shapes
 from streamlab.core.batching import EPSILON, batch
-from streamlab.core.breaker import Breaker, Health
+from streamlab.core.gateway.breaker import Breaker, Health
 from streamlab.core.reading import TimedEvent
 from streamlab.core.sse import parse
 from streamlab.tools.plots import plot_breaker_timeline, plot_interval_sweep, plot_repaints

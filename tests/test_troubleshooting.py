@@ -39,7 +39,8 @@ from streamlab.net.client import (
     stream_chat,
     stream_responses,
 )
-from streamlab.net.relay.app import AppServer, Relay
+from streamlab.net.relay.app import Relay
+from streamlab.net.relay.serving import AppServer
 from streamlab.net.resume import ResumableResponseStream
 from streamlab.net.sdk import read_sdk_stream
 from streamlab.net.standin.server import Cut, End, Episode, KeepAlive, Send, Stall, StandIn, StoredResponse, Wait, paced

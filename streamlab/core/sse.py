@@ -48,6 +48,7 @@ __all__ = [
     "SSEParser",
     "SSELimitError",
     "parse",
+    "is_event_stream",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_EVENT_BYTES",
     "MAX_RETRY_MS",
@@ -442,3 +443,22 @@ def parse(data: bytes | bytearray | memoryview) -> tuple[list[SSEEvent], bool]:
     parser = SSEParser()
     events = parser.feed(data)
     return events, parser.close()
+
+
+_HTTP_WHITESPACE = " \t\r\n"
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    """True when a `Content-Type` header value names `text/event-stream`, by the WHATWG MIME type rules.
+
+    The media type's essence is what comes before the first ";" (parameters such as `charset=utf-8` do not
+    count), with HTTP whitespace trimmed, compared ASCII case-insensitively: `Text/Event-Stream; charset=UTF-8`
+    is an event stream, `text/event-stream-x` and a missing header are not. The standard's EventSource fails
+    the connection on anything else; every reader in the library (client, relay, gateway, checker) asks this
+    one function, so they cannot disagree about the same response.
+    """
+    if not content_type:
+        return False
+    essence = content_type.split(";", 1)[0].strip(_HTTP_WHITESPACE)
+    return essence.encode("ascii", "replace").lower() == b"text/event-stream"
+

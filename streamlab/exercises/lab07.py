@@ -6,7 +6,7 @@ bytes to send downstream. `upstream` is the upstream's streaming `httpx.Response
 the list its summary line goes to). Everything else is the same at every stage and is given: `relay_app`
 builds a Starlette app that forwards the request with `httpx.AsyncClient`, passes error statuses through, and
 streams whatever the body yields with the headers that stop proxy buffering. `learner_relay` serves it under
-uvicorn (`streamlab.net.relay.app.AppServer`) for the relay checker.
+uvicorn (`streamlab.net.relay.serving.AppServer`) for the relay checker.
 
 Each stage is graded by the relay checker (`streamlab.net.relaycheck.run.check_relay`) on the requirements it adds
 (`streamlab.core.relay.stream.REQUIREMENTS`), and a verdict names the first failing check and its evidence:
@@ -44,7 +44,7 @@ from starlette.routing import Route
 from streamlab.core.relay.grade import RelayReport
 from streamlab.core.relay.stream import dialect_of
 from streamlab.exercises import NotAttempted, exercise, function_answer
-from streamlab.net.relay.app import AppServer
+from streamlab.net.relay.serving import AppServer
 from streamlab.net.relaycheck.run import RelayUnderTest, check_relay
 
 __all__ = ["StreamInfo", "Body", "relay_app", "learner_relay", "between_events", "KEEPALIVE", "READ_TIMEOUT",

@@ -6,8 +6,8 @@
 * 10.3 `interval_ms`: a render batching interval that keeps both of the lab's schedules within a repaint budget
   and a wait budget, read from the lab's interval sweep figure.
 
-The checkers compare with the library the lab runs: `streamlab.core.breaker.TRANSITIONS`,
-`streamlab.core.fallback.decide` and `streamlab.core.batching.batch`.
+The checkers compare with the library the lab runs: `streamlab.core.gateway.breaker.TRANSITIONS`,
+`streamlab.core.gateway.fallback.decide` and `streamlab.core.batching.batch`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import math
 from typing import Any
 
 from streamlab.core.batching import batch, render_stats
-from streamlab.core.breaker import TRANSITIONS, Signal, State
 from streamlab.core.endings import Ending
-from streamlab.core.fallback import MOVES, Situation, decide
+from streamlab.core.gateway.breaker import TRANSITIONS, Signal, State
+from streamlab.core.gateway.fallback import MOVES, Situation, decide
 from streamlab.core.metrics import Schedule
 from streamlab.exercises import NotAttempted, exercise
 
@@ -110,7 +110,7 @@ CASES = {
     "f": Situation(0, Ending.HTTP_ERROR, status=429, upstreams_left=0),
     "g": Situation(0, Ending.BROKEN, upstreams_left=1, at_event_boundary=False),
 }
-"""The same situations as data: `streamlab.core.fallback.decide` gives the expected move of each."""
+"""The same situations as data: `streamlab.core.gateway.fallback.decide` gives the expected move of each."""
 
 _MOVE_WHY = {
     "fail_over": "fail_over sends the request to the next upstream, which is only safe while the client holds no event",

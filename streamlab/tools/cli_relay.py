@@ -24,7 +24,7 @@ def _cmd_relay(args: argparse.Namespace) -> int:
     """Run the reference relay until Ctrl-C. Line 1 of stdout is its base URL; then one JSON summary line per
     stream. Everything else goes to stderr."""
     from streamlab.core.relay.stream import summary_line
-    from streamlab.net.gateway import Gateway
+    from streamlab.net.gateway.app import Gateway
     from streamlab.net.relay.app import Relay
 
     lock = threading.Lock()

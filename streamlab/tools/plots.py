@@ -33,8 +33,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from streamlab.core.batching import batch, render_stats
-from streamlab.core.breaker import Breaker, State
 from streamlab.core.conformance.checks import CHECKS, Report, Status, matrix_rows
+from streamlab.core.gateway.breaker import Breaker, State
 from streamlab.core.harness.fuzz import HarnessResult
 from streamlab.core.metrics import Schedule, Timing, illustrative_blank_share
 from streamlab.net.retry import Attempt

@@ -19,5 +19,5 @@ I/O layer (streamlab.net.relay):
                notebook slot helper (`Slot`) for every `serve_x()` / `stop_x()` pair
 
 The relay checker is a room of its own (streamlab.net.relaycheck); the gateway grows this relay to several
-upstreams (streamlab.core.gateway, streamlab.net.gateway). Command line: streamlab.tools.cli.relay.
+upstreams (streamlab.core.gateway, streamlab.net.gateway.app). Command line: streamlab.tools.cli.relay.
 """

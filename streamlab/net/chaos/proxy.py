@@ -37,7 +37,6 @@ passes nothing on, not even the sender's end of stream: its receiver hears silen
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import socket
 import struct
@@ -57,6 +56,7 @@ from streamlab.core.chaos import (
 )
 from streamlab.core.errors import FaultSpecError
 from streamlab.net.chaos.book import ChaosBook, Tally
+from streamlab.net.slot import Slot
 
 try:  # unacknowledged bytes of a socket's send queue (Linux); elsewhere a reset waits a moment instead
     import fcntl
@@ -521,8 +521,7 @@ class ChaosProxy:
 
 # --- the notebook helper --------------------------------------------------------------------------------------
 
-_current: ChaosProxy | None = None
-_current_lock = threading.Lock()
+_SLOT: Slot[ChaosProxy] = Slot()
 
 
 def serve_chaos(proxy: ChaosProxy) -> ChaosProxy:
@@ -533,22 +532,9 @@ def serve_chaos(proxy: ChaosProxy) -> ChaosProxy:
     Re-running the cell therefore never leaks a proxy (at most one per process), and it is stopped when the
     interpreter exits.
     """
-    global _current
-    with _current_lock:
-        if _current is not None:
-            _current.stop()
-            _current = None
-        _current = proxy.start()
-        return _current
+    return _SLOT.put(proxy.start)
 
 
 def stop_chaos() -> None:
     """Stop the proxy `serve_chaos()` started, if any."""
-    global _current
-    with _current_lock:
-        if _current is not None:
-            _current.stop()
-            _current = None
-
-
-atexit.register(stop_chaos)
+    _SLOT.clear()

@@ -38,20 +38,16 @@ so a real stream can become a test fixture (`streamlab.core.harness.fixtures.loa
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import itertools
 import json
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -59,22 +55,30 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from streamlab.core.endings import Ending
+from streamlab.core.relay.pacing import Due, Pacing
 from streamlab.core.relay.stream import RelayedStream, capture_name, capture_record, dialect_of, summary_line
+from streamlab.core.sse import is_event_stream
+from streamlab.net.relay.serving import ServedApp
+from streamlab.net.relay.upstream import (
+    FORWARD_REQUEST,
+    STREAM_HEADERS,
+    Read,
+    UpstreamReader,
+    cancel_all,
+    connect_failure,
+    disconnected,
+    forwarded_response_headers,
+    request_facts,
+)
+from streamlab.net.slot import Slot
 
-__all__ = ["Relay", "AppServer", "RelayConfig", "build_app", "serve_relay", "stop_relay", "DEFAULT_KEEPALIVE",
+__all__ = ["Relay", "RelayConfig", "build_app", "serve_relay", "stop_relay", "DEFAULT_KEEPALIVE",
            "DEFAULT_READ_TIMEOUT"]
 
 DEFAULT_KEEPALIVE = 15.0
 """Seconds of silence before a keep-alive comment (proxies commonly drop connections idle for 30-60 s)."""
 DEFAULT_READ_TIMEOUT = 60.0
 """Seconds without a byte from the upstream after which the relay gives up on it."""
-
-_FORWARD_REQUEST = ("authorization", "content-type", "accept", "last-event-id", "openai-organization",
-                    "openai-project", "openai-beta", "idempotency-key", "user-agent")
-_FORWARD_RESPONSE = ("retry-after", "retry-after-ms", "x-request-id", "openai-processing-ms", "openai-version")
-_STREAM_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
-                   (b"x-accel-buffering", b"no")]
-
 
 @dataclass(frozen=True)
 class RelayConfig:
@@ -105,23 +109,6 @@ class RelayConfig:
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     body = {"error": {"message": f"relay: {message}", "type": "relay_error", "param": None, "code": code}}
     return JSONResponse(body, status_code=status, headers=headers)
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Return when the client has gone away (the request body has already been read)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _cancel(*tasks: asyncio.Future[Any] | None) -> None:
-    """Cancel tasks and wait until they have finished, whatever they raise (results are consumed, so a task
-    that finished with an exception nobody needs, such as the upstream's StopAsyncIteration, is not logged)."""
-    real = [t for t in tasks if t is not None]
-    for t in real:
-        t.cancel()
-    for t in real:
-        with contextlib.suppress(BaseException):
-            await t
 
 
 class _App:
@@ -158,20 +145,20 @@ class _App:
         """Every route: forward the request, then stream, pass an error through, or explain what failed."""
         started = self.clock()
         body = await request.body()
-        model, wants_stream = _request_facts(request, body)
+        model, wants_stream = request_facts(request, body)
         rs = RelayedStream(dialect=dialect_of(request.url.path), model=model, started=started,
                            stream_id=next(self.ids), route=f"{request.method} {request.url.path}")
-        headers = {k: v for k, v in request.headers.items() if k in _FORWARD_REQUEST}
+        headers = {k: v for k, v in request.headers.items() if k in FORWARD_REQUEST}
         headers["accept-encoding"] = "identity"  # bytes are forwarded as they come: no compression to undo
         assert self.client is not None
         upstream_request = self.client.build_request(request.method, self.upstream_url(request),
                                                      content=body, headers=headers)
-        watch = asyncio.ensure_future(_disconnected(request.receive))
+        watch = asyncio.ensure_future(disconnected(request.receive))
         sending = asyncio.ensure_future(self.client.send(upstream_request, stream=True))
         done, _ = await asyncio.wait({sending, watch}, timeout=self.config.read_timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         if sending not in done:
-            await _cancel(sending, watch)
+            await cancel_all(sending, watch)
             if watch in done:
                 rs.client_gone(self.clock(), "before the upstream answered")
                 return self._done(rs, wants_stream, Response(status_code=499))
@@ -180,15 +167,15 @@ class _App:
         try:
             upstream = sending.result()
         except httpx.HTTPError as exc:
-            await _cancel(watch)
-            rs.failed(Ending.CONNECT_ERROR, self.clock(), detail=f"{type(exc).__name__}: {exc}")
+            await cancel_all(watch)
+            ending, detail = connect_failure(exc)
+            rs.failed(ending, self.clock(), detail=detail)
             return self._done(rs, wants_stream,
                               _error(502, "upstream_unreachable", f"cannot reach {self.config.upstream}: {rs.detail}"))
         rs.status = upstream.status_code
-        is_stream = upstream.headers.get("content-type", "").startswith("text/event-stream")
-        if upstream.status_code < 300 and is_stream:
+        if upstream.status_code < 300 and is_event_stream(upstream.headers.get("content-type")):
             return _StreamOut(self, upstream, rs, watch)
-        await _cancel(watch)
+        await cancel_all(watch)
         return await self._pass_through(upstream, rs, wants_stream)
 
     async def _pass_through(self, upstream: httpx.Response, rs: RelayedStream, wants_stream: bool) -> Response:
@@ -200,7 +187,7 @@ class _App:
             raw = f"the upstream's {upstream.status_code} body could not be read: {type(exc).__name__}".encode()
         finally:
             await upstream.aclose()
-        keep = {k: v for k, v in upstream.headers.items() if k in _FORWARD_RESPONSE or k.startswith("x-ratelimit-")}
+        keep = forwarded_response_headers(upstream.headers)
         try:
             obj = json.loads(raw)
         except ValueError:
@@ -232,20 +219,6 @@ class _App:
             self.config.on_summary(summary)
 
 
-def _request_facts(request: Request, body: bytes) -> tuple[str | None, bool]:
-    """The request's model (for the summary) and whether it asked for a stream."""
-    if request.method == "GET":
-        return None, request.query_params.get("stream", "").lower() == "true"
-    try:
-        obj = json.loads(body) if body else None
-    except ValueError:
-        return None, False
-    if not isinstance(obj, dict):
-        return None, False
-    model = obj.get("model")
-    return (model if isinstance(model, str) else None), obj.get("stream") is True
-
-
 class _StreamOut(Response):
     """The downstream half of one stream: an ASGI response that pumps upstream chunks through `RelayedStream`."""
 
@@ -256,88 +229,59 @@ class _StreamOut(Response):
         self.watch = watch
         self.status_code = 200
         self.background = None
-        extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in upstream.headers.items()
-                 if k in _FORWARD_RESPONSE or k.startswith("x-ratelimit-")]
-        self.raw_headers = _STREAM_HEADERS + extra
+        extra = [(k.encode("latin-1"), v.encode("latin-1"))
+                 for k, v in forwarded_response_headers(upstream.headers).items()]
+        self.raw_headers = STREAM_HEADERS + extra
         rs.keep_raw = app.config.capture is not None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.app.stopping is not None
         stop = asyncio.ensure_future(self.app.stopping.wait())
-        chunks = self.upstream.aiter_raw()
-        nxt: list[asyncio.Future[bytes] | None] = [None]
+        reader = UpstreamReader(self.upstream, watch=self.watch, stop=stop, clock=self.app.clock)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            if await self._pump(send, chunks, stop, nxt):
+            if await self._pump(send, reader):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if not self.rs.done:  # cancelled from outside (the server shutting down hard)
                 self.rs.upstream_ended(Ending.STOPPED, self.app.clock(), "the relay task was cancelled")
-            await _cancel(nxt[0], self.watch, stop)  # the pending upstream read first, then close the upstream
-            await self.upstream.aclose()
+            await reader.close()  # the upstream read first, then the upstream response
+            await cancel_all(self.watch, stop)
             self.app.finished(self.rs)
 
-    async def _pump(self, send: Send, chunks: AsyncIterator[bytes], stop: asyncio.Future[bool],
-                    nxt: list[asyncio.Future[bytes] | None]) -> bool:
+    async def _pump(self, send: Send, reader: UpstreamReader) -> bool:
         """Move bytes until the stream ends. Returns False when the client left (nothing more may be sent)."""
-        rs, clock, config = self.rs, self.app.clock, self.app.config
-        last_up = last_down = clock()
-        final = b""
+        rs, config = self.rs, self.app.config
+        pacing = Pacing(keepalive=config.keepalive, read_timeout=config.read_timeout, now=self.app.clock())
         while True:
-            if nxt[0] is None:
-                nxt[0] = asyncio.ensure_future(anext(chunks))
-            now = clock()
-            wait = last_up + config.read_timeout - now
-            if config.keepalive is not None:
-                wait = min(wait, last_down + config.keepalive - now)
-            done, _ = await asyncio.wait({nxt[0], self.watch, stop}, timeout=max(wait, 0.0),
-                                         return_when=asyncio.FIRST_COMPLETED)
-            now = clock()
-            if self.watch in done:
-                rs.client_gone(now, "the client closed the connection")
-                return False
-            if nxt[0] in done:
-                task, nxt[0] = nxt[0], None
-                try:
-                    chunk = task.result()
-                except StopAsyncIteration:
-                    final = rs.upstream_ended(Ending.COMPLETE, now)
-                    break
-                except httpx.HTTPError as exc:
-                    final = rs.upstream_ended(Ending.BROKEN, now, _broken(exc))
-                    break
-                out = rs.upstream(chunk, now)
-                last_up = last_down = now
+            item = await reader.next(pacing.wait(self.app.clock()))
+            if item.kind is Read.CHUNK:
+                out = rs.upstream(item.data, item.at)
+                pacing.upstream(item.at)
                 if out:
                     await send({"type": "http.response.body", "body": out, "more_body": True})
                 continue
-            if stop in done:
-                final = rs.upstream_ended(Ending.STOPPED, now)
+            if item.kind is Read.GONE:
+                rs.client_gone(item.at, "the client closed the connection")
+                return False
+            if item.kind is Read.END:
+                assert item.ending is not None
+                final = rs.upstream_ended(item.ending, item.at, item.detail)
                 break
-            if now - last_up >= config.read_timeout:
-                final = rs.upstream_ended(Ending.READ_TIMEOUT, now, f"nothing for {config.read_timeout:g} s")
+            if item.kind is Read.STOP:
+                final = rs.upstream_ended(Ending.STOPPED, item.at)
                 break
-            if config.keepalive is not None and now - last_down >= config.keepalive:
-                last_down = now  # if a keep-alive is not safe now (mid-line), try again after another interval
-                beat = rs.keepalive(now)
+            due = pacing.due(item.at)
+            if due is Due.READ_TIMEOUT:
+                final = rs.upstream_ended(Ending.READ_TIMEOUT, item.at, f"nothing for {config.read_timeout:g} s")
+                break
+            if due is Due.KEEPALIVE:  # if a keep-alive is not safe now (mid-line), try again after another interval
+                beat = rs.keepalive(item.at)
                 if beat:
                     await send({"type": "http.response.body", "body": beat, "more_body": True})
         if final:
             await send({"type": "http.response.body", "body": final, "more_body": True})
         return True
-
-
-def _broken(exc: httpx.HTTPError) -> str:
-    """How the upstream connection broke, in a few words: a reset (RST) surfaces as a ReadError caused by
-    ConnectionResetError, a close (FIN) mid-body as a RemoteProtocolError."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, ConnectionResetError):
-            return "reset by the upstream"
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "closed by the upstream before the end of the body"
-    return f"{type(exc).__name__}: {exc}"[:200]
 
 
 def build_app(config: RelayConfig) -> Starlette:
@@ -352,167 +296,6 @@ def build_app(config: RelayConfig) -> Starlette:
     starlette = Starlette(routes=routes, lifespan=app.lifespan)
     starlette.state.relay = app
     return starlette
-
-
-class AppServer:
-    """Any ASGI app under uvicorn on a background thread, as a context manager (the reference relay runs on
-    one; so do the checker's tests' deliberately broken relays).
-
-    It binds in `start()`, in the caller's thread, so a busy port fails there; `port` and `url` say where it
-    listens. `stop()` asks uvicorn to exit (streams still running get `graceful` seconds, then are
-    cancelled), joins the thread and closes the socket.
-    """
-
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, graceful: float = 2.0,
-                 name: str = "asgi") -> None:
-        self.app = app
-        self.host = host
-        self._requested_port = port
-        self._graceful = graceful
-        self._name = name
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._sock: socket.socket | None = None
-
-    def start(self) -> AppServer:
-        if self._server is not None:
-            raise RuntimeError("this server is already started")
-        # IPPROTO_TCP, not 0: accepted sockets inherit the protocol, and asyncio turns Nagle's algorithm off
-        # (TCP_NODELAY) only on sockets whose proto says TCP. With proto 0 a head and a chunk written back to back
-        # waited for the client's delayed ACK: tens of milliseconds added to the time to first token.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self._requested_port))
-            sock.listen(256)
-        except OSError:
-            sock.close()
-            raise
-        self._sock = sock
-        config = uvicorn.Config(self.app, log_config=None, log_level="critical", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=int(self._graceful) or 1, http="h11")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name=f"{self._name}:{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the {self._name} server did not start")
-            time.sleep(0.005)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and join the thread. Idempotent."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.should_exit = True
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    @property
-    def running(self) -> bool:
-        return self._server is not None
-
-    def __enter__(self) -> AppServer:
-        if self._server is None:
-            self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._sock is None:
-            raise RuntimeError("the server is not running; call start() or use it as a context manager")
-        return int(self._sock.getsockname()[1])
-
-    @property
-    def url(self) -> str:
-        """`http://HOST:PORT` (a wildcard host is given as 127.0.0.1)."""
-        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-        return f"http://{host}:{self.port}"
-
-
-_Served = TypeVar("_Served", bound="ServedApp")
-
-
-class ServedApp:
-    """What the relay and the gateway share: an ASGI app served by `AppServer` on a background thread, as a
-    context manager, and the finished streams' records (summaries, log lines) kept in order for callers.
-
-    A subclass builds its app, then calls `_serve(app, state, ...)`, where `state` carries the app's event loop
-    and `stopping` event once it runs; `_record` is what the app calls with each finished stream's record.
-    """
-
-    def _serve(self, app: Any, state: Any, *, host: str, port: int, name: str,
-               on_record: Callable[[dict[str, Any]], None] | None) -> None:
-        self._app = app
-        self._state = state
-        self._on_record = on_record
-        self._records: list[dict[str, Any]] = []
-        self._cond = threading.Condition()
-        self._server = AppServer(app, host=host, port=port, name=name)
-
-    def _record(self, record: dict[str, Any]) -> None:
-        with self._cond:
-            self._records.append(record)
-            self._cond.notify_all()
-        if self._on_record is not None:
-            self._on_record(record)
-
-    def _recorded(self) -> list[dict[str, Any]]:
-        with self._cond:
-            return list(self._records)
-
-    def _wait_for_records(self, count: int, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        with self._cond:
-            while len(self._records) < count:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-            return True
-
-    def start(self: _Served) -> _Served:
-        """Bind (a busy port fails here, in the caller's thread) and serve on a background thread."""
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        """End running streams (each gets its marked final event), stop serving, join the thread. Idempotent."""
-        if not self._server.running:
-            return
-        state = self._state
-        if state.loop is not None and state.stopping is not None and not state.loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop may close between the check and the call
-                state.loop.call_soon_threadsafe(state.stopping.set)
-        self._server.stop()
-
-    def __enter__(self: _Served) -> _Served:
-        if not self._server.running:
-            self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        return self._server.port
-
-    @property
-    def base_url(self) -> str:
-        """What a client uses as its base URL: `http://HOST:PORT/v1`."""
-        return f"{self._server.url}/v1"
 
 
 class Relay(ServedApp):
@@ -549,30 +332,16 @@ class Relay(ServedApp):
         return summary_line(summary)
 
 
-_current: Relay | None = None
-_current_lock = threading.Lock()
+_SLOT: Slot[Relay] = Slot()
 
 
 def serve_relay(upstream: str, *, keepalive: float | None = DEFAULT_KEEPALIVE,
                 read_timeout: float = DEFAULT_READ_TIMEOUT, capture: str | Path | None = None) -> Relay:
     """Start a relay for a notebook, first stopping the one a previous call started (re-running the cell
     never leaks a server; at most one per process, also stopped when the interpreter exits)."""
-    global _current
-    with _current_lock:
-        if _current is not None:
-            _current.stop()
-            _current = None
-        _current = Relay(upstream, keepalive=keepalive, read_timeout=read_timeout, capture=capture).start()
-        return _current
+    return _SLOT.put(lambda: Relay(upstream, keepalive=keepalive, read_timeout=read_timeout, capture=capture).start())
 
 
 def stop_relay() -> None:
     """Stop the relay `serve_relay()` started, if any."""
-    global _current
-    with _current_lock:
-        if _current is not None:
-            _current.stop()
-            _current = None
-
-
-atexit.register(stop_relay)
+    _SLOT.clear()

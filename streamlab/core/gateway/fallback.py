@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A gateway with several upstreams in order of preference tries the first one whose breaker allows it
-(`streamlab.core.breaker`). When that attempt fails, `decide` says what happens next, and the answer turns on
+(`streamlab.core.gateway.breaker`). When that attempt fails, `decide` says what happens next, and the answer turns on
 one fact: **has any event of this answer reached the client?**
 
 * **Not yet.** Nothing was shown, so sending the same request elsewhere costs only time, exactly like a retry
@@ -27,7 +27,7 @@ means nothing at all of it was shown. A partial first event held back and thrown
 client could not have dispatched it anyway.
 
 `decide(situation)` is pure and total; `Move` names the four outcomes; `remaining(order, tried)` lists the
-upstreams still to try. The gateway (`streamlab.net.gateway`) executes the decisions.
+upstreams still to try. The gateway (`streamlab.net.gateway.app`) executes the decisions.
 """
 
 from __future__ import annotations

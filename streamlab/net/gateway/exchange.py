@@ -25,7 +25,6 @@ moves bytes, races the upstream against the client and the clock, and carries th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -36,16 +35,25 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from streamlab.core.breaker import Health, Permit, health_of
 from streamlab.core.endings import Ending, Outcome
-from streamlab.core.fallback import Move, Situation, decide
-from streamlab.core.gatewaylog import AttemptNote, request_id_of
+from streamlab.core.gateway.breaker import Health, Permit, health_of
+from streamlab.core.gateway.fallback import Move, Situation, decide
+from streamlab.core.gateway.log import AttemptNote, request_id_of
+from streamlab.core.relay.pacing import Due, Pacing
 from streamlab.core.relay.stream import BOM, RelayedStream, raises_in_sdk
-from streamlab.core.sse import SSEEvent, parse
-from streamlab.net.relay.app import _STREAM_HEADERS, _broken, _cancel, _disconnected, _request_facts
+from streamlab.core.sse import SSEEvent, is_event_stream, parse
+from streamlab.net.relay.upstream import (
+    STREAM_HEADERS,
+    Read,
+    UpstreamReader,
+    cancel_all,
+    connect_failure,
+    disconnected,
+    request_facts,
+)
 
 if TYPE_CHECKING:
-    from streamlab.net.gateway import GatewayState, Upstream
+    from streamlab.net.gateway.app import GatewayState, Upstream
 
 __all__ = ["Exchange", "Failure", "HOLD_LIMIT"]
 
@@ -70,45 +78,6 @@ class Failure:
     retry_after: float | None = None
     content: Outcome | None = None         # for a stream that ended cleanly but failed (COMPLETE)
     in_stream_error: bool = False
-
-
-class _Reader:
-    """One upstream body being read: the next chunk or how it ended, raced against the client and the stop."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self.response = response
-        self.chunks = response.aiter_raw()
-        self.pending: asyncio.Future[bytes] | None = None
-
-    async def next(self, timeout: float, watch: asyncio.Future[None], stop: asyncio.Future[bool]) -> tuple[str, Any]:
-        """("chunk", bytes), ("end", (Ending, detail)), ("gone", None), ("stop", None) or ("idle", None)."""
-        if self.pending is None:
-            self.pending = asyncio.ensure_future(anext(self.chunks))
-        done, _ = await asyncio.wait({self.pending, watch, stop}, timeout=max(timeout, 0.0),
-                                     return_when=asyncio.FIRST_COMPLETED)
-        if watch in done:
-            return "gone", None
-        if self.pending in done:
-            task, self.pending = self.pending, None
-            try:
-                return "chunk", task.result()
-            except StopAsyncIteration:
-                return "end", (Ending.COMPLETE, "")
-            except httpx.HTTPError as exc:
-                return "end", (Ending.BROKEN, _broken(exc))
-        if stop in done:
-            return "stop", None
-        return "idle", None
-
-    async def close(self) -> None:
-        await _cancel(self.pending)
-        self.pending = None
-        await self.response.aclose()
-
-    async def swap(self, response: httpx.Response) -> None:
-        """Go on reading from another response (a resumed stream), closing this one."""
-        await self.close()
-        self.response, self.chunks = response, response.aiter_raw()
 
 
 def _resumable_request(request: Request, body: bytes) -> bool:
@@ -148,7 +117,7 @@ class Exchange(Response):
         self.started = started
         self.status_code = 200
         self.background = None
-        self.model = _request_facts(request, body)[0]
+        self.model = request_facts(request, body)[0]
         rest = request.url.path[len("/v1"):]
         self.rest = rest + (f"?{request.url.query}" if request.url.query else "")
         self.headers_up = state.forward_headers(request)
@@ -168,14 +137,14 @@ class Exchange(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.state.stopping is not None
         self.scope, self.receive, self.send = scope, receive, send
-        self.watch = asyncio.ensure_future(_disconnected(receive))
+        self.watch = asyncio.ensure_future(disconnected(receive))
         self.stop = asyncio.ensure_future(self.state.stopping.wait())
         try:
             await self._run()
         finally:
             if not self.rs.done:  # cancelled from outside (the server shutting down hard)
                 self.rs.upstream_ended(Ending.STOPPED, self.state.perf(), "the gateway task was cancelled")
-            await _cancel(self.watch, self.stop)
+            await cancel_all(self.watch, self.stop)
             self.state.finished(self)
 
     async def _run(self) -> None:
@@ -208,7 +177,7 @@ class Exchange(Response):
         done, _ = await asyncio.wait({sending, self.watch, self.stop}, timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         if sending not in done:
-            await _cancel(sending)
+            await cancel_all(sending)
             if self.watch in done:
                 return self._client_left(upstream.name, permit, "before the upstream answered")
             why = "the gateway is stopping" if self.stop in done else f"no status within {timeout:g} s"
@@ -217,9 +186,9 @@ class Exchange(Response):
         try:
             response = sending.result()
         except httpx.HTTPError as exc:
-            failure = Failure(upstream.name, Ending.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"[:200])
+            failure = Failure(upstream.name, *connect_failure(exc))
             return await self._failed(permit, failure, upstreams_left)
-        if response.status_code < 300 and response.headers.get("content-type", "").startswith("text/event-stream"):
+        if response.status_code < 300 and is_event_stream(response.headers.get("content-type")):
             return await self._stream(upstream, permit, response, upstreams_left)
         obj = await self._read_body(response)
         headers = state.response_headers(response)
@@ -307,7 +276,7 @@ class Exchange(Response):
                       upstreams_left: int) -> Failure | None:
         rs = self.state.new_stream(self.request, self.model, self.started, stream_id=self.rs.stream_id)
         rs.status = response.status_code
-        reader = _Reader(response)
+        reader = UpstreamReader(response, watch=self.watch, stop=self.stop, clock=self.state.perf)
         try:
             kind, value = await self._first_event(upstream.name, reader, rs)
             if kind == "failed":
@@ -334,83 +303,76 @@ class Exchange(Response):
         finally:
             await reader.close()
 
-    async def _first_event(self, name: str, reader: _Reader, rs: RelayedStream) -> tuple[str, Any]:
+    async def _first_event(self, name: str, reader: UpstreamReader, rs: RelayedStream) -> tuple[str, Any]:
         """Read until the first event is complete: ("commit", (held bytes, first event)), ("failed",
         Failure) or ("gone", None). Sends keep-alives (and with the first one, the head) meanwhile."""
-        config, perf = self.state.config, self.state.perf
+        config = self.state.config
         held = bytearray()
-        last_up = last_down = perf()
+        pacing = Pacing(keepalive=config.keepalive, read_timeout=config.read_timeout, now=self.state.perf())
         while True:
-            now = perf()
-            wait = last_up + config.read_timeout - now
-            if config.keepalive is not None:
-                wait = min(wait, last_down + config.keepalive - now)
-            kind, value = await reader.next(wait, self.watch, self.stop)
-            now = perf()
-            if kind == "gone":
+            item = await reader.next(pacing.wait(self.state.perf()))
+            if item.kind is Read.GONE:
                 return "gone", None
-            if kind == "stop":
+            if item.kind is Read.STOP:
                 return "failed", Failure(name, Ending.STOPPED, "the gateway is stopping")
-            if kind == "end":
-                ending, detail = value
-                content = rs.accumulator.outcome() if ending is Ending.COMPLETE else None
-                return "failed", Failure(name, ending, detail or "the body ended before its first event",
+            if item.kind is Read.END:
+                assert item.ending is not None
+                content = rs.accumulator.outcome() if item.ending is Ending.COMPLETE else None
+                return "failed", Failure(name, item.ending, item.detail or "the body ended before its first event",
                                          content=content)
-            if kind == "chunk":
-                last_up = now
-                rs.upstream(value, now)
-                held += value
+            if item.kind is Read.CHUNK:
+                pacing.restart_upstream(item.at)  # nothing went out: the downstream clock keeps running
+                rs.upstream(item.data, item.at)
+                held += item.data
                 if rs.events or len(held) > HOLD_LIMIT:
                     events, _ = parse(bytes(held))
                     return "commit", (bytes(held), events[0] if events else None)
                 continue
-            if now - last_up >= config.read_timeout:
+            due = pacing.due(item.at)
+            if due is Due.READ_TIMEOUT:
                 return "failed", Failure(name, Ending.READ_TIMEOUT, f"no first event within {config.read_timeout:g} s")
-            if config.keepalive is not None and now - last_down >= config.keepalive:
-                last_down = now
-                await self._start(_STREAM_HEADERS)
+            if due is Due.KEEPALIVE:
+                await self._start(STREAM_HEADERS)
                 await self._body(_KEEPALIVE)
 
     async def _commit(self, upstream: Upstream, response: httpx.Response, held: bytes) -> None:
         extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in self.state.response_headers(response).items()]
-        await self._start(_STREAM_HEADERS + extra + [(b"x-gateway-upstream", upstream.name.encode("latin-1"))])
+        await self._start(STREAM_HEADERS + extra + [(b"x-gateway-upstream", upstream.name.encode("latin-1"))])
         if self.body_sent and held.startswith(BOM):  # a BOM only counts at the very start of the body
             held = held[len(BOM):]
         await self._body(held)
 
-    async def _forward(self, upstream: Upstream, permit: Permit, reader: _Reader, rs: RelayedStream) -> None:
+    async def _forward(self, upstream: Upstream, permit: Permit, reader: UpstreamReader, rs: RelayedStream) -> None:
         """After the commit: forward until the end, resuming or marking the end when the upstream dies."""
         config, perf = self.state.config, self.state.perf
-        last_up = last_down = perf()
+        pacing = Pacing(keepalive=config.keepalive, read_timeout=config.read_timeout, now=perf())
         recorded = False  # the breaker hears about an attempt once, at its first death or at its end
         while True:
-            now = perf()
-            wait = last_up + config.read_timeout - now
-            if config.keepalive is not None:
-                wait = min(wait, last_down + config.keepalive - now)
-            kind, value = await reader.next(wait, self.watch, self.stop)
-            now = perf()
-            if kind == "chunk":
-                last_up = last_down = now
-                await self._body(rs.upstream(value, now))
+            item = await reader.next(pacing.wait(perf()))
+            now = item.at
+            if item.kind is Read.CHUNK:
+                pacing.upstream(now)
+                await self._body(rs.upstream(item.data, now))
                 if _answered(rs):  # the terminal event went out: end the client's body now, then drain
                     final = rs.upstream_ended(Ending.COMPLETE, now)
                     if not recorded:  # the breaker hears first: a client's next request must see its new state
                         recorded = True
                         self._note(upstream.name, permit, rs, None, rs.ending, rs.detail)
                     await self._body(final, more=False)
-                    await self._drain(reader)
+                    await reader.drain(config.read_timeout)
                     break
                 continue
-            if kind == "gone":
+            if item.kind is Read.GONE:
                 rs.client_gone(now, "the client closed the connection")
                 break
-            if kind == "idle" and now - last_up < config.read_timeout:
-                if config.keepalive is not None and now - last_down >= config.keepalive:
-                    last_down = now
+            if item.kind is Read.IDLE:
+                due = pacing.due(now)
+                if due is Due.KEEPALIVE:
                     await self._body(rs.keepalive(now))
-                continue
-            ending, detail = (value if kind == "end" else (Ending.STOPPED, "the gateway is stopping") if kind == "stop"
+                if due is not Due.READ_TIMEOUT:
+                    continue
+            ending, detail = ((item.ending, item.detail) if item.kind is Read.END and item.ending is not None
+                              else (Ending.STOPPED, "the gateway is stopping") if item.kind is Read.STOP
                               else (Ending.READ_TIMEOUT, f"nothing for {config.read_timeout:g} s"))
             content = rs.accumulator.outcome()
             finished = ending is Ending.COMPLETE and content in (Outcome.COMPLETE, Outcome.INCOMPLETE)
@@ -422,7 +384,7 @@ class Exchange(Response):
                     if resumed is not None:
                         await reader.swap(resumed)
                         self.resumes += 1
-                        last_up = perf()
+                        pacing.restart_upstream(perf())
                         continue
             final = rs.upstream_ended(ending, now, detail)
             if not recorded:
@@ -432,16 +394,6 @@ class Exchange(Response):
             break
         if not recorded:  # the client left
             self._note(upstream.name, permit, rs, None, rs.ending, rs.detail)
-
-    async def _drain(self, reader: _Reader) -> None:
-        """Read what the upstream still sends after its terminal event (its end of body, as a rule), so that it
-        sees a clean end too; bounded by the read timeout, and whatever comes is dropped."""
-        async def drain() -> None:
-            async for _ in reader.chunks:
-                pass
-
-        with contextlib.suppress(httpx.HTTPError, asyncio.TimeoutError):
-            await asyncio.wait_for(drain(), self.state.config.read_timeout)
 
     def _after_death(self, name: str, permit: Permit, rs: RelayedStream, ending: Ending, detail: str, *,
                      record: bool) -> Move:
@@ -481,7 +433,7 @@ class Exchange(Response):
                 state.config.read_timeout)
         except (httpx.HTTPError, asyncio.TimeoutError):
             return None
-        if response.status_code == 200 and response.headers.get("content-type", "").startswith("text/event-stream"):
+        if response.status_code == 200 and is_event_stream(response.headers.get("content-type")):
             return response
         await response.aclose()
         return None

@@ -3,12 +3,12 @@
 The reference relay (`streamlab.net.relay.app`) forwards one client's stream from one upstream. A gateway does
 the same in front of several upstreams given in order of preference, and adds what production needs:
 
-* **A circuit breaker per upstream** (`streamlab.core.breaker.Breaker`). Before sending a request to an
+* **A circuit breaker per upstream** (`streamlab.core.gateway.breaker.Breaker`). Before sending a request to an
   upstream the gateway asks its breaker; an open breaker means "skip it". Every attempt's result goes back
   to the breaker: 5xx, 429, 408 and transport failures count against the upstream, the request's own
   errors (400, 404...) and a departed client do not. The breakers read `clock` (any monotonic clock;
   tests and the lab pass one they move by hand, so a cool-down takes no real time).
-* **Fallback** (`streamlab.core.fallback.decide`). The gateway holds each answer's bytes until its first
+* **Fallback** (`streamlab.core.gateway.fallback.decide`). The gateway holds each answer's bytes until its first
   event is complete, and sends nothing of it before. A failure in that window (an error status, no
   connection, a reset, a stall, a body that ends early, an error object as the first event) moves the
   request to the next upstream whose breaker allows it; the client never sees the failed attempt. Once the
@@ -17,11 +17,11 @@ the same in front of several upstreams given in order of preference, and adds wh
   then dies, a Responses background stream is resumed on the same upstream with `starting_after` when the
   cut fell between events; otherwise the stream ends with the relay's marked final event, and the SDK
   raises. A failover after the first event would splice two different answers, so it never happens.
-* **A structured log line per request** (`streamlab.core.gatewaylog.LOG_FIELDS`): the relay's summary plus
+* **A structured log line per request** (`streamlab.core.gateway.log.LOG_FIELDS`): the relay's summary plus
   request id, upstream chosen, attempts and what each said, ending, TTFT, total, tokens. It goes to
   `on_log`, to `Gateway.logs`, and to the `streamlab.gateway` logger at INFO level as one JSON line (the
   library configures no handler).
-* **`GET /metrics`**, the Prometheus text format (`streamlab.net.gatewaymetrics`): TTFT and total-time
+* **`GET /metrics`**, the Prometheus text format (`streamlab.net.gateway.metrics`): TTFT and total-time
   histograms, endings by kind and upstream, attempts by result, tokens, each breaker's state.
 
 Stored responses: `GET /v1/responses/{id}` and `POST /v1/responses/{id}/cancel` name a response that lives on
@@ -44,7 +44,6 @@ marked final event.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import copy
 import itertools
@@ -65,19 +64,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from streamlab.core.breaker import Breaker, Health, Permit, history_text
-from streamlab.core.gatewaylog import log_line, log_record
+from streamlab.core.gateway.breaker import Breaker, Health, Permit, history_text
+from streamlab.core.gateway.log import log_line, log_record
 from streamlab.core.relay.stream import RelayedStream, capture_name, capture_record, dialect_of
 from streamlab.core.retry import parse_retry_after
-from streamlab.net.gatewaymetrics import CONTENT_TYPE, GatewayMetrics
-from streamlab.net.gatewaystream import Exchange, Failure
-from streamlab.net.relay.app import (
-    _FORWARD_REQUEST,
-    _FORWARD_RESPONSE,
-    DEFAULT_KEEPALIVE,
-    DEFAULT_READ_TIMEOUT,
-    ServedApp,
-)
+from streamlab.net.gateway.exchange import Exchange, Failure
+from streamlab.net.gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from streamlab.net.relay.app import DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT
+from streamlab.net.relay.serving import ServedApp
+from streamlab.net.relay.upstream import FORWARD_REQUEST, forwarded_response_headers
+from streamlab.net.slot import Slot
 
 __all__ = ["Upstream", "upstreams_from", "GatewayConfig", "Gateway", "build_gateway_app", "serve_gateway",
            "stop_gateway", "ManualClock", "DEFAULT_NAMES", "LOGGER", "HOMES"]
@@ -298,13 +294,13 @@ class GatewayState:
         return rs
 
     def forward_headers(self, request: Request) -> dict[str, str]:
-        headers = {k: v for k, v in request.headers.items() if k in _FORWARD_REQUEST}
+        headers = {k: v for k, v in request.headers.items() if k in FORWARD_REQUEST}
         headers["accept-encoding"] = "identity"  # bytes are forwarded as they come: no compression to undo
         return headers
 
     @staticmethod
     def response_headers(upstream: httpx.Response) -> dict[str, str]:
-        return {k: v for k, v in upstream.headers.items() if k in _FORWARD_RESPONSE or k.startswith("x-ratelimit-")}
+        return forwarded_response_headers(upstream.headers)
 
     @staticmethod
     def retry_after(upstream: httpx.Response) -> float | None:
@@ -375,7 +371,7 @@ class Gateway(ServedApp):
             return {name: copy.deepcopy(b) for name, b in self._state.breakers.items()}
 
     def history_text(self, *, since: float = 0.0) -> str:
-        """What the breakers saw and did, in time order (`streamlab.core.breaker.history_text`)."""
+        """What the breakers saw and did, in time order (`streamlab.core.gateway.breaker.history_text`)."""
         return history_text(self.breakers, since=since)
 
     def metrics_text(self) -> str:
@@ -388,8 +384,7 @@ class Gateway(ServedApp):
         return log_line(record)
 
 
-_current: Gateway | None = None
-_current_lock = threading.Lock()
+_SLOT: Slot[Gateway] = Slot()
 
 
 def serve_gateway(upstreams: Sequence[str | Upstream], *, keepalive: float | None = DEFAULT_KEEPALIVE,
@@ -397,24 +392,11 @@ def serve_gateway(upstreams: Sequence[str | Upstream], *, keepalive: float | Non
                   max_resumes: int = 2, clock: Callable[[], float] = time.monotonic) -> Gateway:
     """Start a gateway for a notebook, first stopping the one a previous call started (re-running the cell
     never leaks a server; at most one per process, also stopped when the interpreter exits)."""
-    global _current
-    with _current_lock:
-        if _current is not None:
-            _current.stop()
-            _current = None
-        _current = Gateway(upstreams, keepalive=keepalive, read_timeout=read_timeout,
-                           failure_threshold=failure_threshold, cooldown=cooldown, max_resumes=max_resumes,
-                           clock=clock).start()
-        return _current
+    return _SLOT.put(lambda: Gateway(upstreams, keepalive=keepalive, read_timeout=read_timeout,
+                                     failure_threshold=failure_threshold, cooldown=cooldown,
+                                     max_resumes=max_resumes, clock=clock).start())
 
 
 def stop_gateway() -> None:
     """Stop the gateway `serve_gateway()` started, if any."""
-    global _current
-    with _current_lock:
-        if _current is not None:
-            _current.stop()
-            _current = None
-
-
-atexit.register(stop_gateway)
+    _SLOT.clear()

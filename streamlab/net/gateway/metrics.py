@@ -68,7 +68,7 @@ class GatewayMetrics:
             self.breaker.labels(name).set_function(lambda name=name: breaker_code(name))
 
     def observe(self, record: Mapping[str, Any]) -> None:
-        """Count one finished request from its log record (`streamlab.core.gatewaylog.log_record`)."""
+        """Count one finished request from its log record (`streamlab.core.gateway.log.log_record`)."""
         upstream = record.get("upstream") or NO_UPSTREAM
         for note in record.get("tried") or ():
             self.attempts.labels(note["upstream"], note["result"]).inc()

@@ -17,15 +17,14 @@ In a notebook use `serve_bench(...)`: it stops the bench the previous call start
 
 from __future__ import annotations
 
-import atexit
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from streamlab.core.standin.room import UsagePolicy
 from streamlab.core.standin.script import ScriptValue
 from streamlab.net.chaos.proxy import ChaosProxy
-from streamlab.net.gateway import Gateway, ManualClock
+from streamlab.net.gateway.app import Gateway, ManualClock
+from streamlab.net.slot import Slot
 from streamlab.net.standin.server import StandIn
 
 __all__ = ["GatewayBench", "serve_bench", "stop_bench", "Offsets", "response_offsets"]
@@ -129,8 +128,7 @@ class GatewayBench:
         self.stop()
 
 
-_current: GatewayBench | None = None
-_current_lock = threading.Lock()
+_SLOT: Slot[GatewayBench] = Slot()
 
 
 def serve_bench(primary: Mapping[str, ScriptValue], backup: Mapping[str, ScriptValue], *,
@@ -139,24 +137,11 @@ def serve_bench(primary: Mapping[str, ScriptValue], backup: Mapping[str, ScriptV
                 usage: UsagePolicy = "scripted") -> GatewayBench:
     """Start a bench for a notebook, first stopping the one a previous call started (at most one per process,
     also stopped when the interpreter exits)."""
-    global _current
-    with _current_lock:
-        if _current is not None:
-            _current.stop()
-            _current = None
-        _current = GatewayBench(primary, backup, keepalive=keepalive, read_timeout=read_timeout,
-                                failure_threshold=failure_threshold, cooldown=cooldown, clock=clock,
-                                usage=usage).start()
-        return _current
+    return _SLOT.put(lambda: GatewayBench(primary, backup, keepalive=keepalive, read_timeout=read_timeout,
+                                          failure_threshold=failure_threshold, cooldown=cooldown, clock=clock,
+                                          usage=usage).start())
 
 
 def stop_bench() -> None:
     """Stop the bench `serve_bench()` started, if any."""
-    global _current
-    with _current_lock:
-        if _current is not None:
-            _current.stop()
-            _current = None
-
-
-atexit.register(stop_bench)
+    _SLOT.clear()
