@@ -27,7 +27,7 @@ from streamlab.net.chaos.book import ChaosBook
 from streamlab.net.chaos.proxy import ChaosProxy, serve_chaos, stop_chaos
 from streamlab.net.client import stream_chat
 from streamlab.net.standin.server import StandIn, scenario
-from streamlab.tools.cli import main as cli_main
+from streamlab.tools.cli.main import main as cli_main
 
 pytestmark = [pytest.mark.net, pytest.mark.usefixtures("no_leaked_threads")]  # see conftest.py
 

@@ -31,7 +31,7 @@ from streamlab.core.conformance.checks import (
 from streamlab.core.conformance.grade import grade, timing_facts
 from streamlab.core.scan import scan
 from streamlab.net.check import check_endpoint
-from streamlab.tools.cli import main
+from streamlab.tools.cli.main import main
 
 SSE = (("content-type", "text/event-stream; charset=utf-8"),)
 JSON = (("content-type", "application/json"),)

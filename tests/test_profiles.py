@@ -31,7 +31,7 @@ from streamlab.core.standin.quirks import FAULTS, Context, frames_of
 from streamlab.core.standin.script import Episode, ErrorEpisode, Send, Wait
 from streamlab.net.check import check_endpoint
 from streamlab.net.standin.server import StandIn
-from streamlab.tools.cli import build_parser
+from streamlab.tools.cli.main import build_parser
 
 REFUSAL = ErrorEpisode(400, shapes.error_body("invalid type for 'messages'", "invalid_request_error", "invalid_type",
                                               "messages"))

@@ -311,7 +311,7 @@ def test_the_widget_has_a_part_for_every_question_and_shows_code() -> None:
 
 
 def test_the_cli_prints_a_quiz_and_lists_them(capsys: pytest.CaptureFixture[str]) -> None:
-    from streamlab.tools.cli import main
+    from streamlab.tools.cli.main import main
 
     assert main(["quiz", "3"]) == 0
     assert capsys.readouterr().out == quiz_text("03") + "\n"

@@ -20,7 +20,7 @@ from streamlab.core.standin.scenarios import LABS, ROOM_SCENARIOS, SCENARIOS, sc
 from streamlab.net.sdk import read_sdk_stream
 from streamlab.net.standin.hostaddr import room_addresses, usable
 from streamlab.net.standin.server import StandIn
-from streamlab.tools.cli_standin import banner, room_urls
+from streamlab.tools.cli.standin import banner, room_urls
 
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads"), pytest.mark.net]
 

@@ -1,4 +1,4 @@
-"""The `streamlab` command line, tools layer (also `python -m streamlab`).
+"""The `streamlab` command line's entry point and its sans-IO subcommands, tools layer (also `python -m streamlab`).
 
 Subcommands import what they need lazily, so `streamlab --help` is instant and the sans-IO commands
 work without the I/O layers.
@@ -50,9 +50,9 @@ def _cmd_fixtures(args: argparse.Namespace) -> int:
 
 
 def _subcommand_modules() -> list[str]:
-    """Modules `streamlab.tools.cli_*`: each defines `register(subparsers)` for its own subcommand(s)."""
+    """The other modules of `streamlab.tools.cli`: each defines `register(subparsers)` for its own subcommand(s)."""
     here = Path(__file__).resolve().parent
-    return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("cli_"))
+    return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name != "main")
 
 
 def build_parser() -> argparse.ArgumentParser:
