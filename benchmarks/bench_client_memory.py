@@ -42,7 +42,8 @@ MESSAGES = [{"role": "user", "content": "Count."}]
 def serve(n_events: int) -> None:
     """Serve the stream in 64 KiB HTTP chunks until stdin closes; print the base URL and the body size first."""
     from streamlab.core import shapes
-    from streamlab.net.standin.server import Episode, Send, StandIn
+    from streamlab.core.standin.script import Episode, Send
+    from streamlab.net.standin.server import StandIn
 
     frames = shapes.chat_text_stream([f"tok{i} " for i in range(n_events)], model=MODEL)
     body = b"".join(frames)

@@ -31,8 +31,11 @@ import time
 import httpx
 
 from streamlab.core import shapes
-from streamlab.net.client import AsyncEventStream, EventStream, TimedEvent, astream_chat, stream_chat
-from streamlab.net.standin.server import Episode, Send, StandIn, Wait
+from streamlab.core.reading import TimedEvent
+from streamlab.core.standin.script import Episode, Send, Wait
+from streamlab.net.client import astream_chat, stream_chat
+from streamlab.net.eventstream import AsyncEventStream, EventStream
+from streamlab.net.standin.server import StandIn
 
 TOKENS = 30
 GAP = 0.02

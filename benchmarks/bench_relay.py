@@ -42,8 +42,9 @@ import httpx
 
 from streamlab.core import shapes
 from streamlab.core.sse import SSEParser
+from streamlab.core.standin.script import Episode, Send, Wait
 from streamlab.net.relay.app import Relay
-from streamlab.net.standin.server import Episode, Send, StandIn, Wait
+from streamlab.net.standin.server import StandIn
 
 TTFT = 0.2
 BULK_WRITE = 64 * 1024

@@ -17,11 +17,11 @@ checks that each name comes from the module that defines it.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
-# Each exported name and the module that defines it (not merely re-exports it).
+# The one list of public names: each name and the module that defines it (not merely imports it).
 _EXPORTS: dict[str, str] = {
     # sans-IO core: parsing
     "SSEEvent": "streamlab.core.sse",
@@ -99,24 +99,31 @@ _EXPORTS: dict[str, str] = {
     "AsyncRetryingStream": "streamlab.net.retry",
     "ResumableResponseStream": "streamlab.net.resume",
     "LastEventIdStream": "streamlab.net.resume",
+    # I/O: the relay, the gateway, the chaos proxy and the checkers the labs run
+    "Relay": "streamlab.net.relay.app",
+    "serve_relay": "streamlab.net.relay.app",
+    "stop_relay": "streamlab.net.relay.app",
+    "Gateway": "streamlab.net.gateway.app",
+    "serve_gateway": "streamlab.net.gateway.app",
+    "stop_gateway": "streamlab.net.gateway.app",
+    "ChaosProxy": "streamlab.net.chaos.proxy",
+    "serve_chaos": "streamlab.net.chaos.proxy",
+    "stop_chaos": "streamlab.net.chaos.proxy",
+    "check_relay": "streamlab.net.relaycheck.run",
+    "check_endpoint": "streamlab.net.check",
+    # I/O: the official SDK seen through the library
+    "read_sdk_stream": "streamlab.net.sdk",
+    "SDKStreamView": "streamlab.net.sdk",
+    "AsyncSDKStreamView": "streamlab.net.sdk",
+    # sans-IO core: one relayed stream, the media-type rule
+    "RelayedStream": "streamlab.core.relay.stream",
+    "is_event_stream": "streamlab.core.sse",
+    # tools: the checkpoint quizzes
+    "quiz": "streamlab.tools.quiz",
+    "quiz_text": "streamlab.tools.quiz",
 }
 
-__all__ = [
-    "__version__",
-    "AsyncEventStream", "AsyncRetryingStream", "BadStatus", "ChatAccumulator", "ConnectFailed",
-    "ConnectionBroken", "Cut", "DeadlineExceeded", "End", "Ending", "Episode", "ErrorInStream", "EventStream",
-    "EventTooLarge", "FrameError", "IdleTimeout", "IncompleteEvent", "KeepAlive", "LastEventIdStream",
-    "NotAnEventStream", "Outcome", "ReadStalled", "RequestNotSent", "ResponsesAccumulator",
-    "ResumableResponseStream", "ResumeError", "RetryError", "RetryPolicy", "RetryingStream", "RoomScenario",
-    "SSEEvent",
-    "SSELimitError", "SSEParser", "Send", "SequenceCursor", "SequenceError", "Stall", "StandIn",
-    "StoredResponse", "StreamEndError", "StreamlabError", "TimedEvent", "ToolCallError", "Wait",
-    "astream_chat", "astream_responses", "chat_text_stream", "chunks_at", "data_dir", "error_episode",
-    "load_fixture", "load_fixtures", "outcome_of", "paced", "parse", "replay", "responses_text_stream",
-    "resume_response", "room_addresses", "run_harness", "scenario", "scenario_of", "serve", "show_split",
-    "smallest_failing_split",
-    "stop_serving", "stream_chat", "stream_responses",
-]  # the same names as _EXPORTS, spelled out for readers and linters
+__all__ = ["__version__", *_EXPORTS]  # the one list is _EXPORTS; tests/test_exported_members.py pins it
 
 
 def __getattr__(name: str) -> Any:
@@ -131,61 +138,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-if TYPE_CHECKING:  # the same names, for type checkers and editors (a test keeps this block equal to _EXPORTS)
-    from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator, replay
-    from streamlab.core.endings import Ending, Outcome, outcome_of
-    from streamlab.core.errors import (
-        BadStatus,
-        ConnectFailed,
-        ConnectionBroken,
-        DeadlineExceeded,
-        ErrorInStream,
-        EventTooLarge,
-        FrameError,
-        IdleTimeout,
-        IncompleteEvent,
-        NotAnEventStream,
-        ReadStalled,
-        RequestNotSent,
-        ResumeError,
-        RetryError,
-        SequenceError,
-        SSELimitError,
-        StreamEndError,
-        StreamlabError,
-        ToolCallError,
-    )
-    from streamlab.core.harness.fixtures import data_dir, load_fixture, load_fixtures
-    from streamlab.core.harness.fuzz import chunks_at, run_harness, show_split, smallest_failing_split
-    from streamlab.core.reading import TimedEvent
-    from streamlab.core.resume import SequenceCursor
-    from streamlab.core.retry import RetryPolicy
-    from streamlab.core.shapes import chat_text_stream, responses_text_stream
-    from streamlab.core.sse import SSEEvent, SSEParser, parse
-    from streamlab.core.standin.scenarios import RoomScenario, scenario, scenario_of
-    from streamlab.core.standin.script import (
-        Cut,
-        End,
-        Episode,
-        KeepAlive,
-        Send,
-        Stall,
-        StoredResponse,
-        Wait,
-        error_episode,
-        paced,
-    )
-    from streamlab.net.client import (
-        astream_chat,
-        astream_responses,
-        resume_response,
-        stream_chat,
-        stream_responses,
-    )
-    from streamlab.net.eventstream import AsyncEventStream, EventStream
-    from streamlab.net.resume import LastEventIdStream, ResumableResponseStream
-    from streamlab.net.retry import AsyncRetryingStream, RetryingStream
-    from streamlab.net.standin.hostaddr import room_addresses
-    from streamlab.net.standin.server import StandIn, serve, stop_serving

@@ -183,7 +183,8 @@ def no_leaked_threads():
 @pytest.fixture(scope="module")
 def idle_standin():
     """One stand-in per test module with an empty script: tests install theirs with `set_scripts`."""
-    from streamlab.net.standin.server import Episode, StandIn
+    from streamlab.core.standin.script import Episode
+    from streamlab.net.standin.server import StandIn
 
     with StandIn({"unused": Episode([])}) as server:
         yield server

@@ -24,16 +24,13 @@ from streamlab.core.accumulate import (
     RESPONSES_KNOWN_EVENTS,
     ChatAccumulator,
     Disagreement,
-    ErrorInStream,
-    FrameError,
-    Outcome,
     Replay,
     ResponsesAccumulator,
-    SequenceError,
     ToolCall,
-    ToolCallError,
     replay,
 )
+from streamlab.core.errors import ErrorInStream, FrameError, SequenceError, ToolCallError
+from streamlab.core.endings import Outcome
 from streamlab.core.harness.fuzz import chunks_at
 from streamlab.core.sse import SSEEvent
 

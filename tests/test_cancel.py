@@ -11,12 +11,14 @@ import warnings
 
 import pytest
 
-from streamlab.core.accumulate import ChatAccumulator, Outcome, ResponsesAccumulator
+from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
+from streamlab.core.endings import Outcome
 from streamlab.core.shapes import chat_text_stream, responses_text_stream
+from streamlab.core.standin.script import Episode, StoredResponse, paced
 from streamlab.net.client import astream_chat, stream_chat
 from streamlab.net.resume import ResumableResponseStream
 from streamlab.net.retry import RetryingStream
-from streamlab.net.standin.server import Episode, StandIn, StoredResponse, paced
+from streamlab.net.standin.server import StandIn
 
 N_PIECES = 200
 STOP_AFTER = 5

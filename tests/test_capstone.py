@@ -23,6 +23,7 @@ import pytest
 from streamlab.core import shapes
 from streamlab.core.relay.stream import SUMMARY_FIELDS, marker_frame
 from streamlab.core.sse import SSEParser, parse
+from streamlab.core.standin.script import End, Episode, Send, Stall, Wait, paced
 from streamlab.exercises import verdict
 from streamlab.exercises.lab07 import (
     CHECKER,
@@ -39,7 +40,7 @@ from streamlab.net.chaos.proxy import ChaosProxy
 from streamlab.net.relay.app import Relay
 from streamlab.net.relay.serving import AppServer
 from streamlab.net.relaycheck.run import check_relay
-from streamlab.net.standin.server import End, Episode, Send, Stall, StandIn, Wait, paced
+from streamlab.net.standin.server import StandIn
 
 pytestmark = [pytest.mark.net]
 

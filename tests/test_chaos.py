@@ -23,10 +23,11 @@ import pytest
 from conftest import streamlab_cli
 from streamlab.core.chaos import Action, ConnectionEnd, Direction, FaultSpec, Fired
 from streamlab.core.errors import ConnectionBroken, FaultSpecError, ReadStalled
+from streamlab.core.standin.scenarios import scenario
 from streamlab.net.chaos.book import ChaosBook
 from streamlab.net.chaos.proxy import ChaosProxy, serve_chaos, stop_chaos
 from streamlab.net.client import stream_chat
-from streamlab.net.standin.server import StandIn, scenario
+from streamlab.net.standin.server import StandIn
 from streamlab.tools.cli.main import main as cli_main
 
 pytestmark = [pytest.mark.net, pytest.mark.usefixtures("no_leaked_threads")]  # see conftest.py

@@ -14,25 +14,36 @@ import pytest
 from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
-from streamlab.core.errors import ENDING_ERRORS, SSELimitError
-from streamlab.core.sse import SSEParser, parse
-from streamlab.net.client import (
-    RETRYABLE_TRANSPORT_ERRORS,
-    TRANSLATE,
-    AsyncEventStream,
+from streamlab.core.errors import (
+    ENDING_ERRORS,
     BadStatus,
     ConnectFailed,
     ConnectionBroken,
     DeadlineExceeded,
-    EventStream,
     EventTooLarge,
     IdleTimeout,
     IncompleteEvent,
     NotAnEventStream,
     ReadStalled,
     RequestNotSent,
+    SSELimitError,
     StreamEndError,
-    TimedEvent,
+)
+from streamlab.core.reading import TimedEvent
+from streamlab.core.sse import SSEParser, parse
+from streamlab.core.standin.script import (
+    Cut,
+    End,
+    Episode,
+    KeepAlive,
+    Send,
+    Stall,
+    StoredResponse,
+    Wait,
+    error_episode,
+    paced,
+)
+from streamlab.net.client import (
     aresume_response,
     astream_chat,
     astream_responses,
@@ -40,20 +51,8 @@ from streamlab.net.client import (
     stream_chat,
     stream_responses,
 )
-from streamlab.net.eventstream import _translation
-from streamlab.net.standin.server import (
-    Cut,
-    End,
-    Episode,
-    KeepAlive,
-    Send,
-    Stall,
-    StandIn,
-    StoredResponse,
-    Wait,
-    error_episode,
-    paced,
-)
+from streamlab.net.eventstream import RETRYABLE_TRANSPORT_ERRORS, TRANSLATE, AsyncEventStream, EventStream, _translation
+from streamlab.net.standin.server import StandIn
 
 WORDS = ["Hel", "lo ", "w\u00f6rld"]
 CHAT = shapes.chat_text_stream(WORDS, model="m")

@@ -1,13 +1,12 @@
 """The public surface: `streamlab` exports exactly these names, each from the module that defines it, lazily.
 
 Adding or removing a public name is a decision, so it shows up here as a one-line diff (as in httpx's
-tests/test_exported_members.py). When a name moves to another module, update `_EXPORTS` (and the
-TYPE_CHECKING block) in streamlab/__init__.py: the failure says where it lives now.
+tests/test_exported_members.py). When a name moves to another module, update `_EXPORTS` in
+streamlab/__init__.py (the one list: `__all__` is made from it): the failure says where it lives now.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.metadata
 import importlib.util
@@ -23,20 +22,19 @@ import streamlab
 ROOT = Path(__file__).resolve().parent.parent
 
 EXPORTED = [
-    "AsyncEventStream", "AsyncRetryingStream", "BadStatus", "ChatAccumulator", "ConnectFailed",
-    "ConnectionBroken", "Cut", "DeadlineExceeded", "End", "Ending", "Episode", "ErrorInStream", "EventStream",
-    "EventTooLarge", "FrameError", "IdleTimeout", "IncompleteEvent", "KeepAlive", "LastEventIdStream",
-    "NotAnEventStream", "Outcome", "ReadStalled", "RequestNotSent", "ResponsesAccumulator",
-    "ResumableResponseStream", "ResumeError", "RetryError", "RetryPolicy", "RetryingStream", "RoomScenario",
-    "SSEEvent",
-    "SSELimitError", "SSEParser", "Send", "SequenceCursor", "SequenceError", "Stall", "StandIn",
-    "StoredResponse", "StreamEndError", "StreamlabError", "TimedEvent", "ToolCallError", "Wait",
-    "__version__",
-    "astream_chat", "astream_responses", "chat_text_stream", "chunks_at", "data_dir", "error_episode",
-    "load_fixture", "load_fixtures", "outcome_of", "paced", "parse", "replay", "responses_text_stream",
-    "resume_response", "room_addresses", "run_harness", "scenario", "scenario_of", "serve", "show_split",
-    "smallest_failing_split",
-    "stop_serving", "stream_chat", "stream_responses",
+    "__version__", "astream_chat", "astream_responses", "AsyncEventStream", "AsyncRetryingStream",
+    "AsyncSDKStreamView", "BadStatus", "ChaosProxy", "chat_text_stream", "ChatAccumulator", "check_endpoint",
+    "check_relay", "chunks_at", "ConnectFailed", "ConnectionBroken", "Cut", "data_dir", "DeadlineExceeded", "End",
+    "Ending", "Episode", "error_episode", "ErrorInStream", "EventStream", "EventTooLarge", "FrameError", "Gateway",
+    "IdleTimeout", "IncompleteEvent", "is_event_stream", "KeepAlive", "LastEventIdStream", "load_fixture",
+    "load_fixtures", "NotAnEventStream", "Outcome", "outcome_of", "paced", "parse", "quiz", "quiz_text",
+    "read_sdk_stream", "ReadStalled", "Relay", "RelayedStream", "replay", "RequestNotSent", "responses_text_stream",
+    "ResponsesAccumulator", "ResumableResponseStream", "resume_response", "ResumeError", "RetryError",
+    "RetryingStream", "RetryPolicy", "room_addresses", "RoomScenario", "run_harness", "scenario", "scenario_of",
+    "SDKStreamView", "Send", "SequenceCursor", "SequenceError", "serve", "serve_chaos", "serve_gateway",
+    "serve_relay", "show_split", "smallest_failing_split", "SSEEvent", "SSELimitError", "SSEParser", "Stall",
+    "StandIn", "stop_chaos", "stop_gateway", "stop_relay", "stop_serving", "StoredResponse", "stream_chat",
+    "stream_responses", "StreamEndError", "StreamlabError", "TimedEvent", "ToolCallError", "Wait",
 ]
 
 NAMES = [n for n in EXPORTED if n != "__version__"]
@@ -96,15 +94,6 @@ def test_star_import_gives_every_name() -> None:
     namespace: dict = {}
     exec("from streamlab import *", namespace)
     assert set(EXPORTED) <= set(namespace)
-
-
-def test_type_checking_block_matches_the_exports() -> None:
-    """Editors and type checkers read the TYPE_CHECKING imports; they must say what `_EXPORTS` does."""
-    tree = ast.parse(Path(streamlab.__file__).read_text(encoding="utf-8"))
-    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    static = {alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom)
-              for alias in node.names}
-    assert static == streamlab._EXPORTS
 
 
 def test_docstrings_advertise_only_modules_that_exist() -> None:

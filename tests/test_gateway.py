@@ -28,10 +28,20 @@ from streamlab.core import shapes
 from streamlab.core.gateway.log import LOG_FIELDS, tokens_of
 from streamlab.core.relay.stream import SUMMARY_FIELDS
 from streamlab.core.sse import parse
+from streamlab.core.standin.script import (
+    Cut,
+    Episode,
+    Send,
+    Stall,
+    StoredResponse,
+    Wait,
+    error_episode,
+    paced,
+)
 from streamlab.net.gateway.app import Gateway, ManualClock, upstreams_from
 from streamlab.net.gateway.bench import GatewayBench, response_offsets
 from streamlab.net.gateway.metrics import FAMILIES
-from streamlab.net.standin.server import Cut, Episode, Send, Stall, StandIn, StoredResponse, Wait, error_episode, paced
+from streamlab.net.standin.server import StandIn
 
 pytestmark = pytest.mark.net  # every test here opens sockets (see tests/conftest.py)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlab.net.standin.server import scenario
+from streamlab.core.standin.scenarios import scenario
 from tools.instructors_table import (
     SERVER_LABS,
     WRONG,

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from streamlab.net.live import Schedule, Timing, illustrative_blank_share, illustrative_timing  # noqa: E402
+from streamlab.core.metrics import Schedule, Timing, illustrative_blank_share, illustrative_timing  # noqa: E402
 from streamlab.tools.plots import DEFAULT_LENGTHS, plot_blank_share, plot_visible_chars, step_xy  # noqa: E402
 from streamlab.tools.widgets import ttft_explorer, ttft_explorer_text, ttft_figure  # noqa: E402
 

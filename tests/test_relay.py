@@ -31,8 +31,9 @@ from streamlab.core.relay.stream import (
     requirement,
 )
 from streamlab.core.sse import SSEEvent, parse
+from streamlab.core.standin.script import Cut, Episode, KeepAlive, Send, Stall, Wait, error_episode, paced
 from streamlab.net.relay.app import Relay
-from streamlab.net.standin.server import Cut, Episode, KeepAlive, Send, Stall, StandIn, Wait, error_episode, paced
+from streamlab.net.standin.server import StandIn
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld ", "\U0001f600"], model="m")
 RESP = shapes.responses_text_stream(["Hel", "lo ", "w\u00f6rld"], model="r")

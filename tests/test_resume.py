@@ -13,9 +13,10 @@ import random
 import httpx
 import pytest
 
-from streamlab.core.accumulate import Outcome, ResponsesAccumulator
-from streamlab.core.endings import Ending
-from streamlab.core.errors import EventTooLarge
+from streamlab.core.accumulate import ResponsesAccumulator
+from streamlab.core.endings import Ending, Outcome
+from streamlab.core.errors import EventTooLarge, IdleTimeout, ResumeError, SequenceError
+from streamlab.core.resume import SequenceCursor, is_content_event, is_keepalive
 from streamlab.core.shapes import (
     chat_text_stream,
     responses_frames,
@@ -25,17 +26,10 @@ from streamlab.core.shapes import (
     sse_frame,
 )
 from streamlab.core.sse import SSEEvent, SSEParser, parse
-from streamlab.net.client import IdleTimeout, stream_responses
-from streamlab.net.resume import (
-    LastEventIdStream,
-    ResumableResponseStream,
-    ResumeError,
-    SequenceCursor,
-    SequenceError,
-    is_content_event,
-    is_keepalive,
-)
-from streamlab.net.standin.server import Cut, Episode, KeepAlive, Send, StandIn, StoredResponse, Wait
+from streamlab.core.standin.script import Cut, Episode, KeepAlive, Send, StoredResponse, Wait
+from streamlab.net.client import stream_responses
+from streamlab.net.resume import LastEventIdStream, ResumableResponseStream
+from streamlab.net.standin.server import StandIn
 
 PIECES = ["Grüße ", "aus ", "Köln ", "— ", "日本語 ", "🙂 ", "ça ", "va"]
 TEXT = "".join(PIECES)

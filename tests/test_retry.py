@@ -11,24 +11,23 @@ import httpx
 import pytest
 
 from streamlab.core.endings import Ending
-from streamlab.core.errors import EventTooLarge, SSELimitError
-from streamlab.core.retry import NOT_RETRIED, RETRYABLE_ENDINGS
-from streamlab.core.shapes import chat_text_stream
-from streamlab.core.sse import SSEParser
-from streamlab.net.client import ConnectionBroken, astream_chat, stream_chat
-from streamlab.net.retry import (
-    AsyncRetryingStream,
-    Attempt,
+from streamlab.core.errors import ConnectionBroken, EventTooLarge, RetryError, SSELimitError
+from streamlab.core.retry import (
+    NOT_RETRIED,
+    RETRYABLE_ENDINGS,
     AttemptResult,
     Decision,
-    RetryError,
-    RetryingStream,
     RetryPolicy,
     VirtualClock,
     is_retryable_status,
     parse_retry_after,
 )
-from streamlab.net.standin.server import Cut, Episode, Send, StandIn, error_episode
+from streamlab.core.shapes import chat_text_stream
+from streamlab.core.sse import SSEParser
+from streamlab.core.standin.script import Cut, Episode, Send, error_episode
+from streamlab.net.client import astream_chat, stream_chat
+from streamlab.net.retry import AsyncRetryingStream, Attempt, RetryingStream
+from streamlab.net.standin.server import StandIn
 from streamlab.tools.plots import plot_attempts
 
 # -- classification ------------------------------------------------------------------------------------

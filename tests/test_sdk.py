@@ -14,7 +14,8 @@ import pytest
 
 from conftest import ASK
 from streamlab.core import shapes
-from streamlab.net.standin.server import Episode, Send, StandIn, error_episode, paced
+from streamlab.core.standin.script import Episode, Send, error_episode, paced
+from streamlab.net.standin.server import StandIn
 
 WORDS = ["Hel", "lo ", "w\u00f6rld"]
 CHAT = shapes.chat_text_stream(WORDS, model="m")

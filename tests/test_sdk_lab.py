@@ -24,22 +24,22 @@ from streamlab.core import shapes
 from streamlab.core.accumulate import ChatAccumulator
 from streamlab.core.endings import Ending, Outcome
 from streamlab.core.errors import IdleTimeout
-from streamlab.exercises import lab06, verdict
-from streamlab.net.client import stream_chat
-from streamlab.net.sdk import AsyncSDKStreamView, SDKStreamView, aread_sdk_stream, read_sdk_stream
-from streamlab.net.standin.server import (
+from streamlab.core.standin.script import (
     Cut,
     End,
     Episode,
     KeepAlive,
     Send,
     Stall,
-    StandIn,
     StoredResponse,
     Wait,
     error_episode,
     paced,
 )
+from streamlab.exercises import lab06, verdict
+from streamlab.net.client import stream_chat
+from streamlab.net.sdk import AsyncSDKStreamView, SDKStreamView, aread_sdk_stream, read_sdk_stream
+from streamlab.net.standin.server import StandIn
 
 pytestmark = [pytest.mark.net, pytest.mark.usefixtures("no_leaked_threads")]
 

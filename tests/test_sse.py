@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamlab.core import sse
+from streamlab.core.errors import SSELimitError
 from streamlab.core.harness.fixtures import RULES, load_fixtures
 from streamlab.core.harness.fuzz import STRATEGIES, chunks_at, run_harness, streamlab_contender
-from streamlab.core.sse import MAX_RETRY_MS, WINDOW, SSEEvent, SSELimitError, SSEParser, parse
+from streamlab.core.sse import MAX_RETRY_MS, WINDOW, SSEEvent, SSEParser, parse
 
 FIXTURES = load_fixtures()
 

@@ -17,9 +17,9 @@ import pytest
 from conftest import dechunk, streamlab_cli
 from streamlab.core import shapes
 from streamlab.core.sse import parse
-from streamlab.core.standin.scenarios import scenario_of
-from streamlab.net.standin.server import (
-    SCENARIOS,
+from streamlab.core.standin.plan import derive_body
+from streamlab.core.standin.scenarios import SCENARIOS, scenario, scenario_of
+from streamlab.core.standin.script import (
     Cut,
     End,
     Episode,
@@ -27,17 +27,13 @@ from streamlab.net.standin.server import (
     KeepAlive,
     Send,
     Stall,
-    StandIn,
     StoredResponse,
     Wait,
-    derive_body,
     error_episode,
     paced,
-    scenario,
-    serve,
     split_frames,
-    stop_serving,
 )
+from streamlab.net.standin.server import StandIn, serve, stop_serving
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="m")
 RESP = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], model="r")

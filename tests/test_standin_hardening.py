@@ -23,7 +23,8 @@ import pytest
 from conftest import dechunk
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
-from streamlab.net.standin.server import Episode, Send, Stall, StandIn, paced
+from streamlab.core.standin.script import Episode, Send, Stall, paced
+from streamlab.net.standin.server import StandIn
 
 CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="m")
 ASK = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}

@@ -11,7 +11,9 @@ import pytest
 
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
-from streamlab.net.standin.server import Episode, StandIn, paced, scenario
+from streamlab.core.standin.scenarios import scenario
+from streamlab.core.standin.script import Episode, paced
+from streamlab.net.standin.server import StandIn
 
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads"), pytest.mark.net]
 

@@ -10,11 +10,7 @@ import math
 
 import pytest
 
-from streamlab.core.shapes import chat_refusal_stream, chat_text_stream
-from streamlab.core.sse import SSEEvent, SSEParser
-from streamlab.exercises import verdict
-from streamlab.exercises.lab04 import lab04_streams
-from streamlab.net.live import (
+from streamlab.core.metrics import (
     Schedule,
     Timing,
     chat_text_timeline,
@@ -24,9 +20,13 @@ from streamlab.net.live import (
     illustrative_timing,
     illustrative_tokens_by,
     illustrative_total,
-    scheduled_chat_episode,
     timing_from_arrivals,
 )
+from streamlab.core.shapes import chat_refusal_stream, chat_text_stream
+from streamlab.core.sse import SSEEvent, SSEParser
+from streamlab.exercises import verdict
+from streamlab.exercises.lab04 import lab04_streams
+from streamlab.net.live import scheduled_chat_episode
 
 
 def timed(frames: list[bytes], times: list[float]) -> list[tuple[float, SSEEvent]]:
@@ -136,7 +136,7 @@ def test_schedule() -> None:
 
 
 def test_scheduled_episode_sends_the_role_early_and_waits_the_scheduled_total() -> None:
-    from streamlab.net.standin.server import Send, Wait
+    from streamlab.core.standin.script import Send, Wait
 
     s = Schedule(0.3, 0.04, ("a", "bc", "def"))
     ep = scheduled_chat_episode(s, role_at=0.05)
@@ -265,8 +265,8 @@ def test_timed_events_and_pairs_give_the_same_timeline(live_server) -> None:
 
 
 def test_responses_ttft_is_the_first_text_delta_not_the_lifecycle_events() -> None:
+    from streamlab.core.metrics import responses_text_timeline
     from streamlab.core.shapes import responses_text_stream
-    from streamlab.net.live import responses_text_timeline
 
     frames = responses_text_stream(["Hi ", "there"])
     events = [ev for f in frames for ev in SSEParser().feed(f)]
@@ -286,7 +286,8 @@ def test_responses_ttft_is_the_first_text_delta_not_the_lifecycle_events() -> No
 
 
 def test_save_and_load_timings_round_trip(tmp_path) -> None:
-    from streamlab.net.live import load_timings, save_timings
+    from streamlab.core.metrics import load_timings
+    from streamlab.net.live import save_timings
 
     sched = Schedule(0.3, 0.04, ("a", "bc", "d\u00e9f"))
     timings = [sched.timing("ideal"), Timing("late", ((0.5, 6),), 0.5), Timing("nothing", (), 0.2)]
@@ -303,7 +304,7 @@ def test_save_and_load_timings_round_trip(tmp_path) -> None:
 
 
 def test_load_timings_names_the_file_and_the_bad_entry(tmp_path) -> None:
-    from streamlab.net.live import load_timings
+    from streamlab.core.metrics import load_timings
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"timings": [{"label": "ok", "total": 1, "points": [[0.5, 3]]},'
@@ -317,7 +318,8 @@ def test_load_timings_names_the_file_and_the_bad_entry(tmp_path) -> None:
 
 def test_the_committed_recording_tells_the_lab_story() -> None:
     from streamlab.core.harness.fixtures import data_dir
-    from streamlab.net.live import CLIENT_LABELS, load_timings
+    from streamlab.core.metrics import load_timings
+    from streamlab.net.live import CLIENT_LABELS
 
     run = load_timings(data_dir() / "timings" / "three-clients.json")
     assert list(run.timings) == list(CLIENT_LABELS) and run.schedule is not None

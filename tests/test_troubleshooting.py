@@ -24,26 +24,37 @@ from starlette.routing import Route
 from streamlab.core import shapes
 from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
 from streamlab.core.endings import Ending, Outcome
-from streamlab.core.errors import FrameError, SequenceError, ToolCallError
+from streamlab.core.errors import (
+    ConnectionBroken,
+    FrameError,
+    IdleTimeout,
+    NotAnEventStream,
+    SequenceError,
+    ToolCallError,
+)
 from streamlab.core.harness import broken
 from streamlab.core.harness.fuzz import chunks_at
 from streamlab.core.sse import SSEParser
+from streamlab.core.standin.script import (
+    Cut,
+    End,
+    Episode,
+    KeepAlive,
+    Send,
+    Stall,
+    StoredResponse,
+    Wait,
+    paced,
+)
 from streamlab.exercises import verdict
 from streamlab.exercises.lab09 import CAPTURES, CAUSES, EXPECTED, READ_CASES, expected_answer
 from streamlab.net.chaos.proxy import ChaosProxy
-from streamlab.net.client import (
-    ConnectionBroken,
-    IdleTimeout,
-    NotAnEventStream,
-    resume_response,
-    stream_chat,
-    stream_responses,
-)
+from streamlab.net.client import resume_response, stream_chat, stream_responses
 from streamlab.net.relay.app import Relay
 from streamlab.net.relay.serving import AppServer
 from streamlab.net.resume import ResumableResponseStream
 from streamlab.net.sdk import read_sdk_stream
-from streamlab.net.standin.server import Cut, End, Episode, KeepAlive, Send, Stall, StandIn, StoredResponse, Wait, paced
+from streamlab.net.standin.server import StandIn
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "09-troubleshooting.ipynb"
 ASK = {"messages": [{"role": "user", "content": "Tell me something."}]}

@@ -51,19 +51,8 @@ from streamlab.core.shapes import RESPONSES_TERMINAL_STATUS
 from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
-    "Outcome",
-    "ErrorInStream",
-    "FrameError",
-    "SequenceError",
-    "ToolCallError",
-    "ToolCall",
-    "Disagreement",
-    "ChatAccumulator",
-    "ResponsesAccumulator",
-    "Replay",
-    "replay",
-    "INCOMPLETE_FINISH_REASONS",
-    "RESPONSES_KNOWN_EVENTS",
+    "ToolCall", "Disagreement", "ChatAccumulator", "ResponsesAccumulator", "Replay", "replay",
+    "INCOMPLETE_FINISH_REASONS", "RESPONSES_KNOWN_EVENTS"
 ]
 
 _STR_OR_NULL = frozenset({str, type(None)})

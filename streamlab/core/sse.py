@@ -44,15 +44,8 @@ from io import BytesIO
 from streamlab.core.errors import SSELimitError
 
 __all__ = [
-    "SSEEvent",
-    "SSEParser",
-    "SSELimitError",
-    "parse",
-    "is_event_stream",
-    "DEFAULT_MAX_LINE_BYTES",
-    "DEFAULT_MAX_EVENT_BYTES",
-    "MAX_RETRY_MS",
-    "WINDOW",
+    "SSEEvent", "SSEParser", "parse", "is_event_stream", "DEFAULT_MAX_LINE_BYTES", "DEFAULT_MAX_EVENT_BYTES",
+    "MAX_RETRY_MS", "WINDOW"
 ]
 
 BOM = b"\xef\xbb\xbf"

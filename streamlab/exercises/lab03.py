@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from streamlab.core import shapes
-from streamlab.core.accumulate import ChatAccumulator, ErrorInStream
+from streamlab.core.accumulate import ChatAccumulator
+from streamlab.core.errors import ErrorInStream
 from streamlab.core.sse import parse
 from streamlab.exercises import NotAttempted, exercise
 

@@ -22,9 +22,10 @@ import openai
 
 from streamlab.core import shapes
 from streamlab.core.errors import IdleTimeout
+from streamlab.core.standin.script import Cut, End, Episode, KeepAlive, Send, Wait, error_episode, paced
 from streamlab.exercises import NotAttempted, exercise, function_answer
 from streamlab.net.sdk import SDKStreamView, read_sdk_stream
-from streamlab.net.standin.server import Cut, End, Episode, KeepAlive, Send, StandIn, Wait, error_episode, paced
+from streamlab.net.standin.server import StandIn
 
 OUTCOMES = ("complete", "incomplete", "failed", "truncated", "cancelled")
 REASONS = ("succeeded", "not retryable", "out of retries", "stream broke")

@@ -25,59 +25,18 @@ from typing import Any
 
 import httpx
 
-from streamlab.core.errors import (
-    BadStatus,
-    ConnectFailed,
-    ConnectionBroken,
-    DeadlineExceeded,
-    EventTooLarge,
-    IdleTimeout,
-    IncompleteEvent,
-    NotAnEventStream,
-    ReadStalled,
-    RequestNotSent,
-    StreamEndError,
-)
-from streamlab.core.reading import Keep, TimedEvent
+from streamlab.core.reading import Keep
 from streamlab.core.sse import SSEEvent, SSEParser
 from streamlab.net.eventstream import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_READ_TIMEOUT,
-    MAX_ERROR_BODY_BYTES,
-    RETRYABLE_TRANSPORT_ERRORS,
-    TRANSLATE,
     AsyncEventStream,
     EventStream,
 )
 
 __all__ = [
-    "stream_chat",
-    "stream_responses",
-    "resume_response",
-    "astream_chat",
-    "astream_responses",
-    "aresume_response",
-    # re-exported from streamlab.net.eventstream
-    "EventStream",
-    "AsyncEventStream",
-    "TimedEvent",
-    "TRANSLATE",
-    "RETRYABLE_TRANSPORT_ERRORS",
-    "DEFAULT_READ_TIMEOUT",
-    "DEFAULT_CONNECT_TIMEOUT",
-    "MAX_ERROR_BODY_BYTES",
-    # re-exported from streamlab.core.errors
-    "StreamEndError",
-    "BadStatus",
-    "NotAnEventStream",
-    "ConnectFailed",
-    "RequestNotSent",
-    "ConnectionBroken",
-    "ReadStalled",
-    "IdleTimeout",
-    "DeadlineExceeded",
-    "IncompleteEvent",
-    "EventTooLarge",
+    "stream_chat", "stream_responses", "resume_response", "astream_chat", "astream_responses",
+    "aresume_response"
 ]
 
 # --- one shortcut per route (keywords: see streamlab.net.eventstream) -------------------------------

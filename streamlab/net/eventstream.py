@@ -4,8 +4,8 @@
 chunk *as received* (`Response.iter_bytes()`, never httpx's line iteration) into the reading state
 (`streamlab.core.reading.Reading`, which wraps `streamlab.core.sse.SSEParser`), and tell you precisely
 how the stream ended. Higher layers (retry, resume, the relay, the conformance checker) build on them and
-they make no decision for them. Callers usually start from the shortcuts in `streamlab.net.client`, which
-also re-exports everything here.
+they make no decision for them. Callers usually start from the shortcuts in `streamlab.net.client`; the
+exceptions are `streamlab.core.errors`'.
 
     from streamlab.net.client import stream_chat
 
@@ -80,10 +80,6 @@ from streamlab.core.errors import (
     BadStatus,
     ConnectFailed,
     ConnectionBroken,
-    DeadlineExceeded,
-    EventTooLarge,
-    IdleTimeout,
-    IncompleteEvent,
     NotAnEventStream,
     ReadStalled,
     RequestNotSent,
@@ -94,26 +90,8 @@ from streamlab.core.retry import RETRYABLE_ENDINGS
 from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
-    "TimedEvent",
-    "TRANSLATE",
-    "RETRYABLE_TRANSPORT_ERRORS",
-    "EventStream",
-    "AsyncEventStream",
-    "DEFAULT_READ_TIMEOUT",
-    "DEFAULT_CONNECT_TIMEOUT",
-    "MAX_ERROR_BODY_BYTES",
-    # re-exported from streamlab.core.errors
-    "StreamEndError",
-    "BadStatus",
-    "NotAnEventStream",
-    "ConnectFailed",
-    "RequestNotSent",
-    "ConnectionBroken",
-    "ReadStalled",
-    "IdleTimeout",
-    "DeadlineExceeded",
-    "IncompleteEvent",
-    "EventTooLarge",
+    "TRANSLATE", "RETRYABLE_TRANSPORT_ERRORS", "EventStream", "AsyncEventStream", "DEFAULT_READ_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT", "MAX_ERROR_BODY_BYTES"
 ]
 
 DEFAULT_READ_TIMEOUT = 30.0

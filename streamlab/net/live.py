@@ -8,8 +8,7 @@ not streaming at all) so a lab can show that the same bytes arrive while what th
 `scheduled_chat_episode` scripts the stand-in to send text on a `Schedule`; `save_timings` writes a run
 to `data/timings/` so its numbers can be quoted and plotted without changing from run to run.
 
-The metric names are re-exported from here so older imports keep working; each is defined in
-`streamlab.core.metrics`.
+The metrics themselves (`Timing`, the illustrative model) are pure and live in `streamlab.core.metrics`.
 """
 
 from __future__ import annotations
@@ -23,49 +22,20 @@ import httpx
 
 from streamlab.core.accumulate import ChatAccumulator
 from streamlab.core.metrics import (
-    RecordedRun,
     Schedule,
     Timing,
     chat_text_timeline,
-    first_visible_time,
-    illustrative_blank_share,
-    illustrative_table,
-    illustrative_timing,
-    illustrative_tokens_by,
-    illustrative_total,
-    load_timings,
-    responses_text_timeline,
-    timing_from_arrivals,
-    timing_from_points,
     timings_json,
 )
 from streamlab.core.shapes import chat_completion_body, chat_text_stream
 from streamlab.core.sse import SSEParser
-from streamlab.net.client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, astream_chat, stream_chat
-from streamlab.net.standin.server import Episode, Send, Wait
+from streamlab.core.standin.script import Episode, Send, Wait
+from streamlab.net.client import astream_chat, stream_chat
+from streamlab.net.eventstream import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 
 __all__ = [
-    "CLIENT_LABELS",
-    "scheduled_chat_episode",
-    "run_three_clients",
-    "stream_timing",
-    "astream_timing",
-    "save_timings",
-    # re-exported from streamlab.core.metrics
-    "Timing",
-    "Schedule",
-    "RecordedRun",
-    "chat_text_timeline",
-    "responses_text_timeline",
-    "timing_from_arrivals",
-    "timing_from_points",
-    "first_visible_time",
-    "illustrative_total",
-    "illustrative_blank_share",
-    "illustrative_tokens_by",
-    "illustrative_table",
-    "illustrative_timing",
-    "load_timings",
+    "CLIENT_LABELS", "scheduled_chat_episode", "run_three_clients", "stream_timing", "astream_timing",
+    "save_timings"
 ]
 
 

@@ -21,8 +21,7 @@ between bytes), `deadline` (the whole request) and `idle_timeout` (bytes keep ar
 comments say, but no content event does). `is_content_event` is the content test to give it for
 Responses streams, whose keep-alive events must not count as content.
 
-The cursor names are re-exported from here so `from streamlab.net.resume import SequenceCursor` keeps
-working; they are defined in `streamlab.core.resume`.
+The cursor (`SequenceCursor`) is pure and lives in `streamlab.core.resume`.
 """
 
 from __future__ import annotations
@@ -36,37 +35,23 @@ from urllib.parse import urlsplit
 import httpx
 
 from streamlab.core.endings import Ending
-from streamlab.core.errors import BadStatus, ResumeError, SequenceError
+from streamlab.core.errors import BadStatus, ResumeError
+from streamlab.core.reading import TimedEvent
 from streamlab.core.resume import (
     RESPONSES_TERMINAL_TYPES,
     SequenceCursor,
-    is_content_event,
-    is_keepalive,
     is_terminal_event,
 )
 from streamlab.core.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEEvent, SSEParser
-from streamlab.net.client import (
+from streamlab.net.client import resume_response, stream_responses
+from streamlab.net.eventstream import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_READ_TIMEOUT,
     RETRYABLE_TRANSPORT_ERRORS,
     EventStream,
-    TimedEvent,
-    resume_response,
-    stream_responses,
 )
 
-__all__ = [
-    "Connection",
-    "ResumableResponseStream",
-    "LastEventIdStream",
-    # re-exported from streamlab.core.resume / streamlab.core.errors
-    "SequenceCursor",
-    "SequenceError",
-    "ResumeError",
-    "is_keepalive",
-    "is_content_event",
-    "RESPONSES_TERMINAL_TYPES",
-]
+__all__ = ["Connection", "ResumableResponseStream", "LastEventIdStream"]
 
 
 @dataclass

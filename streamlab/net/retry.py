@@ -15,8 +15,7 @@ than the parser's limits, a request that cannot be sent) it records the attempt 
 own error; after the first event it always re-raises the client's error, since the caller already has part
 of an answer.
 
-The policy names are re-exported from here so `from streamlab.net.retry import RetryPolicy` keeps
-working; they are defined in `streamlab.core.retry`. The timeline figure is
+The policy itself (`RetryPolicy`, `Decision`, `parse_retry_after`) is pure and lives in `streamlab.core.retry`. The timeline figure is
 `streamlab.tools.plots.plot_attempts`.
 """
 
@@ -31,32 +30,13 @@ from typing import Any
 from streamlab.core.endings import Ending
 from streamlab.core.errors import BadStatus, RetryError, StreamEndError
 from streamlab.core.retry import (
-    NEVER_RETRY_STATUSES,
     RETRYABLE_ENDINGS,
-    RETRYABLE_STATUSES,
     AttemptResult,
     Decision,
     RetryPolicy,
-    VirtualClock,
-    is_retryable_status,
-    parse_retry_after,
 )
 
-__all__ = [
-    "Attempt",
-    "RetryingStream",
-    "AsyncRetryingStream",
-    # re-exported from streamlab.core.retry / streamlab.core.errors
-    "RETRYABLE_STATUSES",
-    "NEVER_RETRY_STATUSES",
-    "AttemptResult",
-    "Decision",
-    "RetryPolicy",
-    "RetryError",
-    "parse_retry_after",
-    "is_retryable_status",
-    "VirtualClock",
-]
+__all__ = ["Attempt", "RetryingStream", "AsyncRetryingStream"]
 
 
 @dataclass

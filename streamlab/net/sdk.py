@@ -61,8 +61,8 @@ from streamlab.core.errors import (
     SSELimitError,
     StreamEndError,
 )
+from streamlab.core.resume import is_content_event
 from streamlab.core.sse import SSEEvent, SSEParser
-from streamlab.net.resume import is_content_event
 
 __all__ = ["SDKToolCall", "SDKResult", "SDKStreamView", "AsyncSDKStreamView", "read_sdk_stream",
            "aread_sdk_stream", "ending_of_exception"]

@@ -14,9 +14,8 @@ import ipywidgets as w
 from IPython.display import display
 from matplotlib.figure import Figure
 
-from streamlab.core.harness.broken import split_explorer_text
 from streamlab.core.harness.fixtures import Fixture
-from streamlab.core.harness.fuzz import Contender
+from streamlab.core.harness.fuzz import Contender, split_explorer_text
 from streamlab.core.metrics import illustrative_blank_share, illustrative_timing, illustrative_total
 from streamlab.tools.plots import DEFAULT_LENGTHS, plot_blank_share, plot_visible_chars
 

@@ -16,7 +16,8 @@ import pytest
 from playwright.sync_api import expect
 
 from streamlab.core import shapes
-from streamlab.net.standin.server import Episode, Send, StandIn
+from streamlab.core.standin.script import Episode, Send
+from streamlab.net.standin.server import StandIn
 
 MODEL = "browser-dashboard-check"
 APPEAR_TIMEOUT = 60.0

@@ -27,17 +27,15 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from streamlab.core.harness.fuzz import ALL_FIELDS, Contender, ParseResult, cut_kind, split_explorer_text, split_kinds
+from streamlab.core.harness.fuzz import ALL_FIELDS, Contender, ParseResult
 from streamlab.core.sse import MAX_RETRY_MS, SSEEvent
 
 __all__ = [
     "TextLineParser", "DecodeEachChunk", "SplitlinesAfterDecoder", "BlankLineIsLFLF", "DataNeedsSpace",
     "DispatchAtEnd", "KeepsBOM", "PhantomEvents", "RetryWithInt", "StripsValues", "ChunkEndsLine",
-    "FindTheBugsSnippet", "RequestsLinesSample", "sample_parse_sse_lines", "GalleryEntry", "GALLERY", "SHOWCASE",
-    "gallery", "gallery_contender", "entry_contender", "run_parser", "bug_of", "found_in", "bug_line",
-    "found_in_text",
-    # re-exported from streamlab.core.harness.fuzz, where they now live (tools/widgets.py still imports them from here)
-    "cut_kind", "split_kinds", "split_explorer_text",
+    "FindTheBugsSnippet", "RequestsLinesSample", "sample_parse_sse_lines", "GalleryEntry", "GALLERY",
+    "SHOWCASE", "gallery", "gallery_contender", "entry_contender", "run_parser", "bug_of", "found_in",
+    "bug_line", "found_in_text"
 ]
 
 _EOL = re.compile(r"\r\n|\r|\n")

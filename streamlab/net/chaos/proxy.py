@@ -66,8 +66,7 @@ try:  # unacknowledged bytes of a socket's send queue (Linux); elsewhere a reset
 except (ImportError, AttributeError):
     _TIOCOUTQ = None
 
-__all__ = ["ChaosProxy", "serve_chaos", "stop_chaos", "ConnectionRecord", "ConnectionEnd", "Fired", "FaultSpec",
-           "Direction", "Action"]
+__all__ = ["ChaosProxy", "serve_chaos", "stop_chaos"]
 
 UP, DOWN = Direction.UP, Direction.DOWN
 READ_SIZE = 16 * 1024

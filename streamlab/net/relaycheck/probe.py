@@ -31,8 +31,9 @@ from streamlab.core.relay.grade import (
     StreamExpectation,
 )
 from streamlab.core.sse import parse
+from streamlab.core.standin.script import Cut, Episode, Send, Stall, Wait, paced
 from streamlab.net.chaos.proxy import ChaosProxy
-from streamlab.net.standin.server import Cut, Episode, Send, Stall, StandIn, Wait, paced
+from streamlab.net.standin.server import StandIn
 
 __all__ = ["CheckOptions", "CheckRun", "RawResult", "Death", "DEATHS", "build_script", "raw_stream", "sdk_stream",
            "PIECES", "TEXT", "CHAT", "RESP", "DELTA", "HALF_GAP", "TTFT"]

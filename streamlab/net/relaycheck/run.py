@@ -42,13 +42,12 @@ from typing import Any
 
 import httpx
 
-from streamlab.core.relay.grade import CheckResult, RelayReport, SdkResult, StreamExpectation
+from streamlab.core.relay.grade import RelayReport
 from streamlab.net.relaycheck.checks import run_checks
 from streamlab.net.relaycheck.probe import CheckOptions
 from streamlab.net.standin.server import StandIn
 
-__all__ = ["DEFAULT_UPSTREAM_PORT", "CheckOptions", "RelayUnderTest", "check_relay", "relay_command",
-           "summaries_from_file", "CheckResult", "RelayReport", "SdkResult", "StreamExpectation"]
+__all__ = ["DEFAULT_UPSTREAM_PORT", "RelayUnderTest", "check_relay", "relay_command", "summaries_from_file"]
 
 DEFAULT_UPSTREAM_PORT = 8765
 """The port of the checker's upstream when the user starts the relay themselves (the upstream URL is then

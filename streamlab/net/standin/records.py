@@ -24,7 +24,7 @@ from typing import Any
 from streamlab.core.endings import Ending
 from streamlab.core.standin.actions import Note
 
-__all__ = ["RequestRecord", "RequestTotals", "RecordBook", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES"]
+__all__ = ["RequestRecord", "RequestTotals", "RecordBook", "OpenRecord", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES"]
 
 DEFAULT_MAX_RECORDS = 1000
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
@@ -84,7 +84,9 @@ class RequestTotals:
 
 
 @dataclass
-class _Rec:
+class OpenRecord:
+    """A request being served: what the wire loop fills in while it runs (the ring keeps it; `close` freezes it)."""
+
     index: int
     method: str
     path: str
@@ -126,7 +128,7 @@ class RecordBook:
                              f"{max_record_bytes}")
         self.max_record_bytes = max_record_bytes
         self._cond = threading.Condition()
-        self._ring: deque[_Rec] = deque(maxlen=max_records)
+        self._ring: deque[OpenRecord] = deque(maxlen=max_records)
         self._next = 0
         self._endings: Counter[Ending] = Counter()
         self._refused = 0
@@ -135,21 +137,21 @@ class RecordBook:
 
     # -- written by the handlers --
 
-    def open(self, method: str, path: str, headers: dict[str, str], learner: str) -> _Rec:
+    def open(self, method: str, path: str, headers: dict[str, str], learner: str) -> OpenRecord:
         with self._cond:
-            rec = _Rec(self._next, method, path, headers, time.perf_counter(), learner)
+            rec = OpenRecord(self._next, method, path, headers, time.perf_counter(), learner)
             self._next += 1
             self._ring.append(rec)
             self._cond.notify_all()
             return rec
 
-    def update(self, rec: _Rec, **changes: Any) -> None:
+    def update(self, rec: OpenRecord, **changes: Any) -> None:
         with self._cond:
             for name, value in changes.items():
                 setattr(rec, name, value)
             self._cond.notify_all()
 
-    def note(self, rec: _Rec, note: Note) -> None:
+    def note(self, rec: OpenRecord, note: Note) -> None:
         """Copy what the planner said about the request (its None fields leave the record as it is). The
         parsed body is kept only with a body kept whole: a record never holds more than its byte budget."""
         names = ("learner", "json", "model", "episode", "stream", "resumed_after")
@@ -167,10 +169,10 @@ class RecordBook:
         for callback in starters:
             callback(snapshot)
 
-    def body(self, rec: _Rec, body: bytes) -> None:
+    def body(self, rec: OpenRecord, body: bytes) -> None:
         self.update(rec, body=body[:self.max_record_bytes], body_bytes=len(body))
 
-    def wrote(self, rec: _Rec, data: bytes, frame: bool, at: float | None = None) -> None:
+    def wrote(self, rec: OpenRecord, data: bytes, frame: bool, at: float | None = None) -> None:
         with self._cond:
             room = self.max_record_bytes - len(rec.written)
             if room > 0:
@@ -181,7 +183,7 @@ class RecordBook:
                 rec.write_times.append(at)
             self._cond.notify_all()
 
-    def close(self, rec: _Rec) -> None:
+    def close(self, rec: OpenRecord) -> None:
         """The request is over: stamp it, count its ending, and feed it to the subscribers."""
         with self._cond:
             rec.finished_at = time.perf_counter()

@@ -42,26 +42,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamlab.core.standin.actions import Decision, Stream
-from streamlab.core.standin.plan import derive_body, plan, stream_cancelled
+from streamlab.core.standin.plan import plan, stream_cancelled
 from streamlab.core.standin.profiles import Profile, get_profile
 from streamlab.core.standin.request import Request, RequestHead
 from streamlab.core.standin.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
-from streamlab.core.standin.scenarios import SCENARIOS, scenario
 from streamlab.core.standin.script import (
-    Cut,
-    End,
-    Episode,
-    ErrorEpisode,
-    KeepAlive,
     ScriptValue,
-    Send,
-    Stall,
-    Step,
     StoredResponse,
-    Wait,
-    error_episode,
-    paced,
-    split_frames,
 )
 from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, RoomFeed
 from streamlab.net.standin.records import (
@@ -73,12 +60,7 @@ from streamlab.net.standin.records import (
 )
 from streamlab.net.standin.wire import Connection, Limits, PageHandler, refuse_connection
 
-__all__ = [
-    "Wait", "Send", "KeepAlive", "Stall", "Cut", "End", "Step",
-    "Episode", "ErrorEpisode", "error_episode", "paced", "split_frames",
-    "StoredResponse", "RequestRecord", "RequestTotals", "StandIn", "serve", "stop_serving", "derive_body",
-    "DEFAULT_MAX_BODY_BYTES", "SCENARIOS", "scenario", "Limits",
-]
+__all__ = ["StandIn", "serve", "stop_serving", "DEFAULT_MAX_BODY_BYTES"]
 
 DEFAULT_MAX_BODY_BYTES = Limits.max_body_bytes
 

@@ -53,7 +53,7 @@ from streamlab.core.standin.request import (
     request_line_reply,
 )
 from streamlab.core.standin.room import learner_of
-from streamlab.net.standin.records import RecordBook, _Rec
+from streamlab.net.standin.records import RecordBook, OpenRecord
 
 __all__ = ["Limits", "Host", "Connection", "PageHandler", "refuse_connection", "SERVER_NAME"]
 
@@ -125,8 +125,14 @@ def _head_bytes(status: int, headers: tuple[tuple[str, str], ...], close: bool) 
 
 
 def _json_head(reply: Reply, length: int, close: bool) -> bytes:
-    headers = (("Content-Type", "application/json"), ("Content-Length", str(length)), *reply.headers)
+    kind = "text/plain; charset=utf-8" if isinstance(reply.body, bytes) else "application/json"
+    headers = (("Content-Type", kind), ("Content-Length", str(length)), *reply.headers)
     return _head_bytes(reply.status, headers, close)
+
+
+def _payload(reply: Reply) -> bytes:
+    """The reply's body bytes: its JSON, or its bytes as they are (a plain-text error page)."""
+    return reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode("utf-8")
 
 
 def refuse_connection(sock: socket.socket, cap: int) -> None:
@@ -327,7 +333,7 @@ class Connection:
             self.book.close(rec)
         return keep and head.keep_alive and not self.host.stopping.is_set()
 
-    def _exchange(self, head: RequestHead, rec: _Rec) -> bool:
+    def _exchange(self, head: RequestHead, rec: OpenRecord) -> bool:
         admission = admit(head, max_body_bytes=self.limits.max_body_bytes)
         if isinstance(admission, Reply):
             return self._reply(admission, head, rec)
@@ -343,7 +349,7 @@ class Connection:
             return self._reply(decision.action, head, rec)
         return self._play(decision.action, rec)
 
-    def _internal_error(self, exc: Exception, head: RequestHead, rec: _Rec) -> None:
+    def _internal_error(self, exc: Exception, head: RequestHead, rec: OpenRecord) -> None:
         message = f"stand-in internal error: {type(exc).__name__}: {exc}"
         try:
             self._reply(Reply(500, error_body(message, "server_error"), close=True, drain=True), head, rec)
@@ -365,11 +371,11 @@ class Connection:
         except OSError:
             pass
 
-    def _reply(self, reply: Reply, head: RequestHead, rec: _Rec) -> bool:
+    def _reply(self, reply: Reply, head: RequestHead, rec: OpenRecord) -> bool:
         """Write one JSON reply (after its pause); True when the connection may carry another request."""
         if reply.wait and self._pause(reply.wait) != _DONE:
             raise _Gone
-        payload = json.dumps(reply.body).encode("utf-8")
+        payload = _payload(reply)
         close = reply.close or not head.keep_alive
         out = b"" if head.method == "HEAD" else payload
         # recorded before the bytes leave, so a client that has read them finds the record written;
@@ -381,7 +387,7 @@ class Connection:
         self._send(_json_head(reply, len(payload), close) + out)
         return not close
 
-    def _play(self, stream: Stream, rec: _Rec) -> bool:
+    def _play(self, stream: Stream, rec: OpenRecord) -> bool:
         """Play a stream's actions on a chunked 200; True when the body ended cleanly (the connection may
         carry another request)."""
         headers = (*EVENT_STREAM_HEADERS, ("Transfer-Encoding", "chunked"), *stream.headers)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 def _cmd_parse(args: argparse.Namespace) -> int:
     """Parse a file (or stdin) of raw SSE bytes and print each event."""
-    from streamlab.core.sse import SSELimitError, SSEParser
+    from streamlab.core.errors import SSELimitError
+    from streamlab.core.sse import SSEParser
 
     raw = sys.stdin.buffer.read() if args.file == "-" else open(args.file, "rb").read()
     parser = SSEParser()

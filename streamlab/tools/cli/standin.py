@@ -134,8 +134,9 @@ def _follow(finished: queue.Queue[Any] | None) -> None:
 def _cmd_standin(args: argparse.Namespace) -> int:
     """Serve a scripted stand-in for an OpenAI-compatible endpoint (no model, no key, no network) until
     Ctrl-C. Every scenario is a scripted answer under its own model name; "all" serves them together."""
+    from streamlab.core.standin.scenarios import scenario
     from streamlab.net.standin.hostaddr import room_addresses
-    from streamlab.net.standin.server import StandIn, scenario
+    from streamlab.net.standin.server import StandIn
 
     if args.list:
         print(scenario_list())
