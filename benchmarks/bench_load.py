@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         errors = [first - schedule(i) for i, first, _, _ in good]
         early = [e for e in errors if e < 0]
         print(f"round {rnd}: wall {wall:.2f} s, streams complete {len(results) - len(failed)}/{args.clients}, "
-              f"server records complete {sum(r.outcome == 'complete' for r in records)}/{len(records)}")
+              f"server records complete {sum(r.ending == 'complete' for r in records)}/{len(records)}")
         if errors:
             print(f"  TTFT error (measured - scheduled) {ms(errors)}   before schedule: {len(early)}")
             # where the error comes from (one clock: perf_counter is system-wide on Linux)

@@ -65,7 +65,7 @@ def serve_room(n: int, conn: Any) -> None:
         conn.send((server.port, os.getpid()))
         conn.recv()
         server.wait_idle(timeout=30)
-        conn.send([(r.learner, r.started_at, r.write_times, str(r.outcome)) for r in server.records()])
+        conn.send([(r.learner, r.started_at, r.write_times, str(r.ending)) for r in server.records()])
 
 
 def _sketch_steps() -> tuple[Any, ...]:

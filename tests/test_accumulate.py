@@ -29,8 +29,8 @@ from streamlab.core.accumulate import (
     ToolCall,
     replay,
 )
-from streamlab.core.errors import ErrorInStream, FrameError, SequenceError, ToolCallError
 from streamlab.core.endings import Outcome
+from streamlab.core.errors import ErrorInStream, FrameError, SequenceError, ToolCallError
 from streamlab.core.harness.fuzz import chunks_at
 from streamlab.core.sse import SSEEvent
 
@@ -678,3 +678,45 @@ def test_any_json_into_responses_raises_only_documented_errors(events: list[tupl
         except (FrameError, ErrorInStream, SequenceError):
             pass
         _read_everything(acc)
+
+
+def _named_call_repeating_its_name(name: str = "get_weather") -> bytes:
+    """A call shaped as llama-cpp-python streams a named tool_choice: id, type and the whole name in every fragment."""
+    frames = []
+    for piece in ('{"location"', ': "Paris"', "}"):
+        frag = {"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": piece}}
+        chunk = shapes.chat_chunk([shapes.chat_choice({"tool_calls": [frag]})])
+        frames.append(shapes.sse_frame(shapes.to_json(chunk)))
+    finish = shapes.chat_chunk([shapes.chat_choice({}, finish_reason="tool_calls")])
+    frames.append(shapes.sse_frame(shapes.to_json(finish)))
+    return b"".join(frames) + b"data: [DONE]\n\n"
+
+
+def test_a_name_repeated_whole_in_every_fragment_is_joined_like_the_sdk_but_never_safe_to_run() -> None:
+    from streamlab.core.sse import parse
+
+    body = _named_call_repeating_its_name()
+    acc = replay([body], ChatAccumulator()).accumulator
+    call = acc.tool_calls[(0, 0)]
+    state = ChatCompletionStreamState()
+    for ev in parse(body)[0]:
+        if ev.data != "[DONE]":
+            state.handle_chunk(ChatCompletionChunk.model_validate_json(ev.data))
+    sdk = state.get_final_completion().choices[0].message.tool_calls[0]
+    assert call.name == sdk.function.name == "get_weather" * 3  # joined, as the SDK joins it
+    assert call.id == "call_1" and (call.name_fragments, call.name_repeated) == (3, "get_weather")
+    problem = acc.tool_call_problem(0, 0)
+    assert problem is not None and "every one of its 3 name fragments says 'get_weather'" in problem
+    with pytest.raises(ToolCallError, match="no function has that name; do not run it"):
+        acc.tool_arguments(0, 0)
+
+
+def test_a_name_sent_once_or_split_in_different_pieces_is_not_a_repeat() -> None:
+    split = b"".join(shapes.chat_tool_call_stream([("call_1", "get_weather", ('{"a": 1}',))], split_header=True,
+                                                  interleave=False))
+    acc = replay([split], ChatAccumulator()).accumulator
+    call = acc.tool_calls[(0, 0)]
+    assert (call.name, call.name_fragments, call.name_repeated) == ("get_weather", 2, None)
+    assert acc.tool_arguments(0, 0) == {"a": 1}
+    once = replay([b"".join(shapes.chat_tool_call_stream())], ChatAccumulator()).accumulator
+    assert all(c.name_fragments == 1 and c.name_repeated is None for c in once.tool_calls.values())

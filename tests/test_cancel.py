@@ -54,7 +54,7 @@ def _settled(before: set[threading.Thread], timeout: float = 5.0) -> bool:
 def _assert_server_stopped_early(server: StandIn) -> None:
     assert server.wait_idle(timeout=5), "the stand-in never finished the request"
     (rec,) = server.records()
-    assert rec.client_gone and rec.outcome == "client_gone"
+    assert rec.client_gone and rec.ending == "client_gone"
     assert rec.frames_written < len(LONG)  # it stopped writing well before the end
     assert rec.bytes_written < len(b"".join(LONG)) // 2
 

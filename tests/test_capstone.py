@@ -391,7 +391,7 @@ def _leave_after_two(server: StandIn, base_url: str) -> tuple[str, int]:
         stream.close()
     assert server.wait_idle()
     record = server.records("hang")[-1]
-    return str(record.outcome), record.frames_written
+    return str(record.ending), record.frames_written
 
 
 def test_a_body_without_finally_lets_the_upstream_go_but_writes_no_summary(server, no_leaked_threads):
@@ -474,7 +474,7 @@ def test_waiting_for_a_chunk_with_wait_for_cancels_the_read_and_ends_the_body(se
     asyncio.run(read())
     assert said == ["timeout", "the body looks finished"]
     assert server.wait_idle()
-    assert server.records("hang")[-1].outcome == "client_gone"
+    assert server.records("hang")[-1].ending == "client_gone"
 
 
 # -- section 8: the marked final event -----------------------------------------------------------------------------

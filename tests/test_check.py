@@ -46,7 +46,13 @@ def documented() -> dict[str, bytes]:
         "chat.plain": b"".join(shapes.chat_text_stream(WORDS, include_usage=False)),
         "chat.usage": b"".join(shapes.chat_text_stream(WORDS)),
         "chat.tools": b"".join(shapes.chat_tool_call_stream(call, interleave=False, include_usage=False)),
+        "chat.named": b"".join(shapes.chat_tool_call_stream(call, interleave=False, include_usage=False,
+                                                            finish_reason="stop")),  # OpenAI's, for a named tool
         "chat.error": json.dumps(shapes.error_body("messages must be a list", "invalid_request_error")).encode(),
+        "chat.not_json": json.dumps(shapes.error_body("We could not parse the JSON body of your request.",
+                                                      "invalid_request_error")).encode(),
+        "chat.too_long": json.dumps(shapes.error_body("This model's maximum context length is 128000 tokens.",
+                                                      "invalid_request_error", "context_length_exceeded")).encode(),
         "responses.text": b"".join(shapes.responses_text_stream(WORDS)),
         "responses.tools": b"".join(shapes.responses_function_call_stream(['{"location":', ' "Paris"}'])),
         "responses.error": json.dumps(shapes.error_body("input must be a string", "invalid_request_error")).encode(),
@@ -62,7 +68,8 @@ def results(**bodies: bytes | tuple[int, tuple[tuple[str, str], ...], bytes]) ->
         if isinstance(given, tuple):
             status, headers, body = given
         else:
-            status, headers, body = (400, JSON, given) if probe.kind == "error" else (200, SSE, given)
+            refused = probe.kind in ("error", "not_json", "too_long")
+            status, headers, body = (400, JSON, given) if refused else (200, SSE, given)
         out.append(ProbeResult(probe, status, headers, body, ((len(body), 0.01),), 0.005))
     return out
 
@@ -257,7 +264,7 @@ def test_tool_call_rules() -> None:
     assert issues(chat_tools=tools_body(lambda f: f.update(id="call_1", type="function"))) == {"tools.header": "warn"}
     assert issues(chat_tools=tools_body(lambda f: f.pop("id", None))) == {"tools.header": "fail"}
     assert issues(chat_tools=tools_body(finish="stop")) == {"tools.finish": "fail"}
-    two = (("call_1", "get_weather", ('{"a": 1}',)), ("call_2", "get_time", ('{"b": 2}',)))
+    two = (("call_1", "get_weather", ('{"a": 1}',)), ("call_2", "get_weather", ('{"b": 2}',)))
     reused = tools_body(lambda f: f.update(index=0), calls=two)
     assert issues(chat_tools=reused) == {"tools.index": "fail"}
     broken = tools_body(calls=(("call_1", "get_weather", ('{"loc', 'ation": "Par')),))
@@ -265,14 +272,27 @@ def test_tool_call_rules() -> None:
     assert f.status is Status.FAIL and "'{\"location\": \"Par'" in f.detail
 
 
-def test_no_tool_call_means_the_tool_checks_are_skipped_not_failed() -> None:
-    found = verdicts(grade(results(chat_tools=documented()["chat.plain"])))
-    assert {found[c] for c in ("tools.index", "tools.header", "tools.arguments", "tools.finish")} == {Status.SKIP}
+def test_no_tool_call_means_the_tool_checks_are_skipped_but_an_ignored_required_fails() -> None:
+    text = documented()["chat.plain"]
+    found = verdicts(grade(results(chat_tools=text, chat_named=text)))
+    assert {found[c] for c in ("tools.index", "tools.header", "tools.name", "tools.arguments",
+                               "tools.finish")} == {Status.SKIP}
+    assert found["tools.legacy"] is Status.PASS
+    f = finding("tools.required", chat_tools=text, chat_named=text)
+    assert f.status is Status.FAIL and 'tool_choice "required", but no tool was called' in f.detail
+    assert f.evidence.probe == "chat.tools" and "finish_reason 'stop'" in f.detail
+
+
+def test_an_ignored_required_is_graded_and_the_named_probe_still_grades_the_call() -> None:
+    named = tools_body(finish="stop")  # OpenAI ends a named forced call with "stop": allowed there
+    assert issues(chat_tools=documented()["chat.plain"], chat_named=named) == {"tools.required": "fail"}
+    assert issues(chat_named=tools_body(finish="length")) == {"tools.finish": "fail"}
+    assert issues(chat_tools=tools_body(finish="stop")) == {"tools.finish": "fail"}  # "required" says tool_calls
 
 
 def test_arguments_are_parsed_only_once_complete() -> None:
     f = finding("tools.arguments", chat_tools=tools_body())
-    assert f.status is Status.PASS and "4 fragments, parsed once complete" in f.detail
+    assert f.status is Status.PASS and "8 fragments, parsed once complete" in f.detail  # 4 per tool probe
 
 
 # -- errors -----------------------------------------------------------------------------------------------------------
@@ -286,7 +306,9 @@ def test_refusals() -> None:
     assert issues(chat_error=(500, (("content-type", "text/html"),), html)) == {"error.status": "fail",
                                                                                  "error.shape": "fail"}
     f = finding("error.status", chat_error=(200, SSE, documented()["chat.plain"]))
-    assert f.status is Status.FAIL and "inside a stream" in f.detail
+    assert f.status is Status.FAIL and "accepted: the server answered it as if it were valid" in f.detail
+    f = finding("error.status", chat_error=(200, SSE, b"".join(shapes.chat_error_stream([]))))
+    assert f.status is Status.FAIL and "the refusal arrives inside a stream" in f.detail
 
 
 def test_an_error_field_line_is_unrecognisable_and_located() -> None:
@@ -297,11 +319,16 @@ def test_an_error_field_line_is_unrecognisable_and_located() -> None:
     assert finding("errors.in_stream", chat_plain=b"".join(ok)).status is Status.PASS
 
 
-def test_a_responses_route_that_is_not_served() -> None:
+def test_a_responses_route_that_is_not_served_is_a_skip_that_says_so() -> None:
     gone = (404, JSON, b'{"detail": "Not Found"}')
-    found = verdicts(grade(results(responses_text=gone, responses_tools=gone, responses_error=gone)))
-    assert found["responses.http"] is Status.FAIL
-    assert found["responses.terminal"] is Status.SKIP and found["error.status"] is Status.PASS  # chat's refusal only
+    found = grade(results(responses_text=gone, responses_tools=gone, responses_error=gone))
+    responses = [f for f in found if CHECKS[f.check].group == "responses"]
+    assert {f.status for f in responses} == {Status.SKIP}
+    assert all("POST /responses answered HTTP 404: the server does not serve the Responses API" in f.detail
+               for f in responses)
+    assert verdicts(found)["error.status"] is Status.PASS  # chat's refusal only
+    half = verdicts(grade(results(responses_tools=gone)))  # one route, two answers: that is a failure
+    assert half["responses.http"] is Status.FAIL
 
 
 # -- Responses -----------------------------------------------------------------------------------------------------
@@ -490,9 +517,10 @@ def test_a_huge_line_is_cut_at_the_checkers_limits_and_reported() -> None:
         report = check_endpoint(f"http://127.0.0.1:{port}/v1", model="m", timeout=10)
         small = check_endpoint(f"http://127.0.0.1:{port}/v1", model="m", timeout=10, max_body_bytes=64 * 1024)
     framing = report.finding("chat.framing")
-    assert framing.status is Status.FAIL and "max_line_bytes" in framing.detail
-    assert "stopped reading at the checker's limit of 65536 bytes" in small.probes[0]
-    assert small.finding("chat.framing").status is Status.FAIL
+    assert framing.status is Status.FAIL and "max_line_bytes" in framing.detail  # seen in the bytes that came
+    assert "stopped reading at the checker's limit of 65536 bytes (what never came is not a finding)" in small.probes[0]
+    # the checker cut that stream itself, inside its first line: the end it never read is no finding
+    assert {small.finding(c).status for c in ("chat.framing", "chat.done", "chat.finish")} == {Status.PASS}
 
 
 @pytest.mark.net
@@ -532,9 +560,300 @@ def test_the_command_line_against_the_stand_in(capsys: pytest.CaptureFixture[str
         table = capsys.readouterr().out
         assert main(["check", server.base_url, "--model", "any", "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
-    assert "30 pass, 0 warn, 0 fail, 0 skip: pass (exit 0)" in table and "timing (reported, never graded)" in table
-    assert doc["summary"] == {"pass": 22, "warn": 0, "fail": 0, "skip": 0} and doc["dialect"] == "chat"
+    assert "37 pass, 0 warn, 0 fail, 0 skip: pass (exit 0)" in table and "timing (reported, never graded)" in table
+    assert doc["summary"] == {"pass": 27, "warn": 0, "fail": 0, "skip": 0} and doc["dialect"] == "chat"
     with StandIn({}, profile="broken") as server:
         assert main(["check", server.base_url, "--model", "any", "--failures-only"]) == 1
     out = capsys.readouterr().out
     assert "FAIL  chat.done" in out and "PASS" not in out
+
+
+# -- made for real servers: bounded probes, the checker's own cuts, and what llama.cpp's servers send ----------------
+
+
+def test_every_probe_bounds_generation_and_the_invalid_bodies_are_what_they_say() -> None:
+    for probe in probes_for("both", "m", max_tokens=40):
+        if probe.kind == "not_json":
+            with pytest.raises(ValueError):
+                json.loads(probe.content)
+            continue
+        assert probe.cap == (1 if probe.kind == "too_long" else 40), probe.name
+        assert json.loads(probe.content) == dict(probe.body)
+    long = PROBES["chat.too_long"].body["messages"][0]["content"]
+    assert len(long) > 200_000  # over 50,000 tokens with the usual tokenizers: past a 32K context
+    assert [p.name for p in probes_for("responses", "m")][-2:] == ["responses.not_json", "responses.too_long"]
+    assert PROBES["chat.named"].body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+
+
+def llama_cpp_python_named() -> bytes:
+    """A named call shaped as llama-cpp-python 0.3.36 streams it: a role-only first chunk, then every fragment
+    with the call's id, type and whole name, `"role": null`, and the same fragment again as `function_call`."""
+    head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {**head, "choices": [{"index": 0, "finish_reason": finish, "logprobs": None, "delta": delta}]}
+    parts: list[bytes | dict] = [chunk({"role": "assistant", "content": None, "function_call": None,
+                                        "tool_calls": None})]
+    for piece in ('{"location"', ': "Paris, France"', "}"):
+        fn = {"name": "get_weather", "arguments": piece}
+        parts.append(chunk({"role": None, "content": None, "function_call": fn, "tool_calls": [
+            {"index": 0, "id": "call__0_get_weather_cmpl-1", "type": "function", "function": fn}]}))
+    parts.append(chunk({"role": None, "content": None, "function_call": None, "tool_calls": None}, "tool_calls"))
+    return rebuild([*parts, b"data: [DONE]\n\n"])
+
+
+def test_llama_cpp_pythons_named_call_draws_each_of_its_quirks_with_evidence() -> None:
+    body = llama_cpp_python_named()
+    assert issues(chat_named=body) == {"tools.header": "warn", "tools.name": "fail", "tools.legacy": "warn",
+                                       "chat.role_repeated": "warn"}
+    name = finding("tools.name", chat_named=body)
+    assert "repeats its whole name 'get_weather' in 3 fragments" in name.detail
+    assert "'get_weatherget_weatherget_weather'" in name.detail and name.evidence.event == 3
+    role = finding("chat.role_repeated", chat_named=body)
+    assert '"role": null after its first delta' in role.detail and role.evidence.event == 2
+    legacy = finding("tools.legacy", chat_named=body)
+    assert "deprecated function_call beside tool_calls" in legacy.detail and "function_call" in legacy.evidence.quote
+    assert finding("tools.arguments", chat_named=body).status is Status.PASS  # the arguments themselves join fine
+
+
+def test_a_name_split_in_pieces_passes_and_an_unoffered_name_fails() -> None:
+    split = b"".join(shapes.chat_tool_call_stream([("call_1", "get_weather", ('{"a": 1}',))], split_header=True,
+                                                  interleave=False, include_usage=False))
+    assert finding("tools.name", chat_tools=split).status is Status.PASS
+    other = tools_body(calls=(("call_1", "get_time", ('{"a": 1}',)),))
+    f = finding("tools.name", chat_tools=other)
+    assert f.status is Status.FAIL and "'get_time', not a function the request offered (get_weather)" in f.detail
+
+
+def test_arguments_cut_by_the_checkers_max_tokens_are_not_a_finding_but_a_raw_newline_is() -> None:
+    cut = tools_body(calls=(("call_1", "get_weather", ('{"loc', 'ation": "Par')),), finish="length")
+    assert "tools.arguments" not in issues(chat_named=cut)
+    newline = tools_body(calls=(("call_1", "get_weather", ('{"location": "Paris,\n', 'France"}')),))
+    f = finding("tools.arguments", chat_tools=newline)
+    assert f.status is Status.FAIL and "a raw control character, U+000A, inside a string" in f.detail
+
+
+TRACEBACK = json.dumps({"error": {"message": "1 validation error:\n  {'msg': 'Input should be a valid list'}\n\n  "
+                                  'File "/srv/llama_cpp/server/app.py", line 376, in create_chat_completion',
+                        "type": "internal_server_error", "param": None, "code": None}}).encode()
+
+
+def test_a_500_with_a_traceback_says_so_and_points_at_it() -> None:
+    f = finding("error.status", chat_error=(500, JSON, TRACEBACK))
+    assert f.status is Status.FAIL and "not a client error, and the body carries a Python traceback" in f.detail
+    assert "File" in f.evidence.quote and f.evidence.offset > 0
+    assert finding("error.shape", chat_error=(500, JSON, TRACEBACK)).status is Status.PASS  # shaped, just a 500
+
+
+PLAIN = (("content-type", "text/plain; charset=utf-8"),)
+
+
+def test_a_body_that_is_not_json() -> None:
+    assert issues() == {}  # the documented 400 passes
+    f = finding("error.not_json", chat_not_json=(500, PLAIN, b"Internal Server Error"))
+    assert f.status is Status.FAIL and f.detail == "chat.not_json: HTTP 500 text/plain: not a client error"
+    assert f.evidence.quote == "b'Internal Server Error'"
+    f = finding("error.not_json", chat_not_json=(400, PLAIN, b"bad request"))
+    assert f.status is Status.FAIL and "the body is not JSON (text/plain), so there is no error.message" in f.detail
+    f = finding("error.not_json", chat_not_json=(400, JSON, b'{"error": "bad"}'))
+    assert f.status is Status.WARN
+    f = finding("error.not_json", chat_not_json=(200, SSE, documented()["chat.plain"]))
+    assert f.status is Status.FAIL and "accepted" in f.detail
+
+
+def test_a_prompt_longer_than_the_context() -> None:
+    f = finding("error.too_long", chat_too_long=(200, SSE, b""))
+    assert f.status is Status.FAIL and "accepted, with an empty body: no event, no error" in f.detail
+    f = finding("error.too_long", chat_too_long=(200, SSE, documented()["chat.plain"]))
+    assert f.status is Status.SKIP and "fit the model's context: it was answered" in f.detail  # a big context
+    error_event = b"".join(shapes.chat_error_stream([]))
+    assert finding("error.too_long", chat_too_long=(200, SSE, error_event)).status is Status.WARN
+    field = b'error: {"message": "the request exceeds the available context size"}\n\ndata: [DONE]\n\n'
+    f = finding("error.too_long", chat_too_long=(200, SSE, field))
+    assert f.status is Status.FAIL and "`error:` field line, which parsers ignore" in f.detail
+    f = finding("error.too_long", chat_too_long=(500, JSON, TRACEBACK))
+    assert f.status is Status.FAIL and "traceback" in f.detail
+    waited = [r if r.name != "chat.too_long" else ProbeResult(r.request, None, cut="no response within the "
+              "checker's deadline of 30 s") for r in results()]
+    f = next(f for f in grade(waited) if f.check == "error.too_long")
+    assert f.status is Status.SKIP and "no answer before the checker's deadline" in f.detail
+
+
+def llama_server_responses(events: list[dict] | None = None) -> bytes:
+    """A Responses stream shaped as llama-server sends it: no sequence_number, output_index or content_index."""
+    drop = ("sequence_number", "output_index", "content_index")
+    body = b"".join(shapes.responses_frames(events or shapes.responses_text_events(WORDS)))
+    frames_out = []
+    for frame in frames(body):
+        name, _, data = frame.partition(b"\ndata: ")
+        obj = {k: v for k, v in json.loads(data).items() if k not in drop}
+        frames_out.append(name + b"\ndata: " + json.dumps(obj).encode() + b"\n\n")
+    return b"".join(frames_out)
+
+
+def test_responses_events_without_their_indexes() -> None:
+    body = llama_server_responses()
+    assert issues(responses_text=body) == {"responses.sequence": "fail", "responses.indexes": "fail"}
+    f = finding("responses.indexes", responses_text=body)
+    assert "event #3 (response.output_item.added) has no integer output_index" in f.detail
+    only_content = responses_body(lambda e: [{k: v for k, v in x.items() if k != "content_index"} for x in e])
+    f = finding("responses.indexes", responses_text=only_content)
+    assert f.status is Status.FAIL and "(response.content_part.added) has no integer content_index" in f.detail
+
+
+def test_an_answer_stopped_by_max_output_tokens_must_end_incomplete() -> None:
+    cap = PROBES["responses.text"].cap
+    capped = responses_body(lambda e: e[:-1] + [{**e[-1], "response": {
+        **e[-1]["response"], "usage": shapes.responses_usage(output_tokens=cap)}}])
+    f = finding("responses.incomplete", responses_text=capped)
+    assert f.status is Status.FAIL and f"{cap} output tokens reached max_output_tokens ({cap})" in f.detail
+    honest = b"".join(shapes.responses_text_stream(WORDS, terminal="response.incomplete"))
+    f = finding("responses.incomplete", responses_text=honest)
+    assert f.status is Status.PASS and "responses.text: response.incomplete" in f.detail
+    assert "responses.text: response.completed at 3 of 40 tokens" in finding("responses.incomplete").detail
+
+
+def cut(result: ProbeResult, at: int) -> ProbeResult:
+    """`result` as the checker keeps it when it stops reading after `at` bytes itself."""
+    return ProbeResult(result.request, result.status, result.headers, result.body[:at], ((at, 30.0),), 0.01,
+                       cut="still sending after the checker's deadline of 30 s: stopped reading")
+
+
+def test_a_stream_the_checker_cut_itself_is_graded_on_what_came_and_its_missing_end_is_no_finding() -> None:
+    base = results()
+    halves = [cut(r, len(r.body) // 2) if r.is_event_stream else r for r in base]
+    assert {f.check: f.status.value for f in grade(halves) if f.status in (Status.WARN, Status.FAIL)} == {}
+    skipped = {f.check for f in grade(halves) if f.status is Status.SKIP}
+    assert skipped >= {"usage.chunk", "usage.choices", "usage.counts"}
+    broken = [r if not r.is_event_stream else ProbeResult(r.request, r.status, r.headers, r.body[:len(r.body) // 2],
+                                                           r.arrivals, 0.01, problem="the body broke off")
+              for r in base]  # the same bytes, cut by the server: those are findings
+    found = {f.check for f in grade(broken) if f.status is Status.FAIL}
+    assert {"chat.done", "chat.finish", "usage.chunk", "responses.terminal"} <= found
+    late = shapes.sse_frame(shapes.to_json(shapes.chat_chunk([shapes.chat_choice({"content": "!"})])))
+    what_came = cut(results(chat_plain=documented()["chat.plain"] + late)[0], 10_000)
+    assert "chat.done" in {f.check for f in grade([what_came, *base[1:]]) if f.status is Status.FAIL}
+
+
+@contextlib.contextmanager
+def one_request_per_connection(reply: bytes) -> Iterator[list[int]]:
+    """A keep-alive server that answers one request per connection, then closes the connection without a byte when
+    a second request arrives on it (what llama.cpp's servers do after a stream). Yields the port, then the count
+    of requests refused that way."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.05)
+    stop, refused = threading.Event(), [0]
+
+    def one(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(5)
+            _read_request(conn)
+            conn.sendall(reply)
+            if conn.recv(1):  # a second request on this connection: close, unanswered
+                refused[0] += 1
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, name="keepalive-check-server", daemon=True)
+    thread.start()
+    try:
+        yield [listener.getsockname()[1], refused]  # type: ignore[list-item]
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+@pytest.mark.net
+def test_every_probe_goes_on_a_fresh_connection_so_a_closed_keep_alive_is_no_finding() -> None:
+    body = documented()["chat.plain"]
+    with one_request_per_connection(http_response(body)) as (port, refused):
+        report = check_endpoint(f"http://127.0.0.1:{port}/v1", model="m", timeout=5)
+    assert not any("no response" in line for line in report.probes), report.probes
+    assert report.finding("chat.http").status is Status.PASS and refused[0] == 0
+
+
+@pytest.mark.net
+def test_a_stream_still_going_at_the_deadline_is_cut_and_not_a_finding() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    first = shapes.chat_text_stream(WORDS)[0]
+    piece = shapes.sse_frame(shapes.to_json(shapes.chat_chunk([shapes.chat_choice({"content": " and on"})])))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def ramble() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                _read_request(conn)
+                conn.sendall(head + b"%x\r\n%s\r\n" % (len(first), first))
+                for _ in range(100):  # ten seconds of tokens, one every 0.1 s
+                    conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    threading.Event().wait(0.1)
+
+    thread = threading.Thread(target=ramble, daemon=True)
+    thread.start()
+    try:
+        report = check_endpoint(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", model="m", timeout=5,
+                                deadline=0.6, probes=[PROBES["chat.plain"]])
+    finally:
+        listener.close()
+    assert "the checker's deadline of 0.6 s: stopped reading (what never came is not a finding)" in report.probes[0]
+    assert not report.issues(), report.render(passes=False)
+    (fact,) = report.timings
+    assert fact.total < 2 and fact.events > 2
+
+
+@pytest.mark.net
+def test_no_response_before_the_deadline_is_not_a_finding() -> None:
+    with raw_server(b"", end=False) as port:  # reads the request, then says nothing
+        report = check_endpoint(f"http://127.0.0.1:{port}/v1", model="m", timeout=5, deadline=0.3,
+                                probes=[PROBES["chat.plain"], PROBES["chat.too_long"]])
+    assert all("no response within the checker's deadline of 0.3 s (not a finding)" in p for p in report.probes)
+    assert not report.issues() and report.finding("chat.http").status is Status.SKIP
+
+
+def test_the_command_line_refuses_bounds_that_are_not_bounds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "http://127.0.0.1:9/v1", "--model", "m", "--deadline", "0"]) == 2
+    assert main(["check", "http://127.0.0.1:9/v1", "--model", "m", "--max-tokens", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--deadline must be a positive number" in err and "--max-tokens must be at least 1" in err
+
+
+REAL = {"chat.plain": "chat-plain", "chat.usage": "include-usage", "chat.tools": "tool-choice-required",
+        "chat.named": "tool-named", "chat.error": "error-messages-not-list", "chat.not_json": "error-not-json",
+        "chat.too_long": "prompt-over-context"}
+"""Which real llama-cpp-python capture answers each Chat probe (streamlab.net.capture wrote them)."""
+
+
+def test_the_real_llama_cpp_python_captures_draw_exactly_its_profiles_chat_quirks() -> None:
+    from pathlib import Path
+
+    from streamlab.core.standin.profiles import LLAMA_CPP_PYTHON_CAPTURES, PROFILES
+
+    folder = Path(__file__).resolve().parent.parent / LLAMA_CPP_PYTHON_CAPTURES
+    if not folder.is_dir():
+        pytest.skip(f"no captures at {folder}")
+    real = []
+    for probe, name in REAL.items():
+        record = json.loads((folder / f"{name}.json").read_text())
+        headers = tuple((k.lower(), v) for k, v in record["response"]["headers"])
+        body = (folder / f"{name}.sse").read_bytes()
+        real.append(ProbeResult(PROBES[probe], record["response"]["status"], headers, body, ((len(body), 0.1),)))
+    found = {f.check: f.status for f in grade(real, dialect="chat") if f.status in (Status.WARN, Status.FAIL)}
+    quirks = PROFILES["llama-cpp-python"]
+    assert found == {c: s for c, s in quirks.expected().items() if CHECKS[c].group != "responses"}
+    assert {q.capture.rpartition("/")[2].removesuffix(".sse") for q in quirks.quirks} <= set(REAL.values())
+    status = next(f for f in grade(real, dialect="chat") if f.check == "error.status")
+    assert "a Python traceback" in status.detail  # the path is redacted in the capture; the file and line remain

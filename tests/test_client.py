@@ -226,7 +226,7 @@ def test_cancel_closes_the_connection_and_the_server_sees_it(server):
     assert stream.end_reason == "cancelled" and len(stream.events) >= 6
     assert server.wait_until(lambda rs: rs and rs[0].finished)
     (rec,) = server.records()
-    assert rec.client_gone and rec.outcome == "client_gone"
+    assert rec.client_gone and rec.ending == "client_gone"
     assert rec.frames_written < len(LONG)
 
 
@@ -272,7 +272,7 @@ def test_a_reset_connection_is_reported_as_broken(server):
     assert not info.value.mid_event and "reset" in str(info.value).lower()
     assert stream.end_reason == "broken"
     server.wait_idle()
-    assert server.records()[0].outcome == "cut"
+    assert server.records()[0].ending == "cut"
 
 
 def test_async_cut(server):
@@ -592,7 +592,7 @@ def test_fifty_concurrent_async_streams_all_complete():
     with StandIn(script, require_input=False) as server:
         streams = asyncio.run(run(server.base_url))
         assert server.wait_idle()
-        assert sorted(r.outcome for r in server.records()) == ["complete"] * n
+        assert sorted(r.ending for r in server.records()) == ["complete"] * n
     assert [text_of(s.events) for s in streams] == [f"c{i} done" for i in range(n)]
     assert all(s.end_reason == "complete" for s in streams)
 

@@ -252,7 +252,7 @@ def test_a_client_that_leaves_closes_the_upstream(bench):
         with client.stream("POST", f"{bench.gateway.base_url}/chat/completions",
                            json={"model": "hang", "stream": True, "messages": ASK}) as r:
             next(r.iter_raw())
-    assert bench.primary.wait_until(lambda rs: rs and rs[-1].outcome == "client_gone")
+    assert bench.primary.wait_until(lambda rs: rs and rs[-1].ending == "client_gone")
     assert last_log(bench.gateway, 1)["outcome"] == "cancelled"
 
 

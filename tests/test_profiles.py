@@ -38,15 +38,25 @@ REFUSAL = ErrorEpisode(400, shapes.error_body("invalid type for 'messages'", "in
 SSE = (("content-type", "text/event-stream"),)
 
 
+NOT_JSON = ErrorEpisode(400, shapes.error_body("We could not parse the JSON body of your request.",
+                                              "invalid_request_error"))
+TOO_LONG = ErrorEpisode(400, shapes.error_body("This model's maximum context length is 32768 tokens.",
+                                              "invalid_request_error", "context_length_exceeded", "messages"))
+DOCUMENTED_REFUSAL = {"error": REFUSAL, "not_json": NOT_JSON, "too_long": TOO_LONG}
+
+
 def simulate(name: str) -> list[ProbeResult]:
     """What the stand-in in profile `name` sends each probe, computed without a socket."""
     out = []
     for probe in probes_for("both", "any"):
-        answer = REFUSAL if probe.kind == "error" else answer_episode(probe.dialect, probe.body)
-        sent = apply_profile(PROFILES[name], answer, dialect=probe.dialect, request=probe.body)
+        answer = DOCUMENTED_REFUSAL.get(probe.kind) or answer_episode(probe.dialect, probe.body)
+        request = {} if probe.kind == "not_json" else probe.body
+        sent = apply_profile(PROFILES[name], answer, dialect=probe.dialect, request=request,
+                             not_json=probe.kind == "not_json")
         if isinstance(sent, ErrorEpisode):
-            out.append(ProbeResult(probe, sent.status, (("content-type", "application/json"),),
-                                   json.dumps(sent.body).encode()))
+            plain = isinstance(sent.body, bytes)
+            kind = (("content-type", "text/plain" if plain else "application/json"),)
+            out.append(ProbeResult(probe, sent.status, kind, sent.body if plain else json.dumps(sent.body).encode()))
         else:
             out.append(ProbeResult(probe, 200, SSE, sent.payload, ((len(sent.payload), 0.0),)))
     return out
@@ -67,17 +77,20 @@ def test_on_bytes_alone_each_profile_draws_exactly_its_quirks(name: str) -> None
 
 
 LEAVES_NOTHING_TO_GRADE = {
-    "responses.http": {"responses.framing", "responses.event_type", "responses.sequence", "responses.done_matches",
-                       "responses.terminal", "responses.usage", "responses.arguments"},
-    "usage.chunk": {"usage.choices", "usage.counts"},
-    "error.status": {"error.shape"},
+    "drop_usage": {"usage.choices", "usage.counts"},
+    "error_in_stream_field": {"error.shape"},
 }
-"""A quirk that removes what other checks read (no route, no usage chunk, no error body) makes them skip."""
+"""A fault that removes what other checks read (no usage chunk, no error body) makes them skip."""
+RESPONSES = {c for c in CHECK_IDS if c.startswith("responses.")}
 
 
 def expected_skips(name: str) -> set[str]:
-    declared = PROFILES[name].expected()
-    return {c for q in declared for c in LEAVES_NOTHING_TO_GRADE.get(q, ())} - set(declared)
+    """Every skip follows from a declared quirk, or from a Responses route that is not served (all its checks)."""
+    profile = PROFILES[name]
+    skips = {c for q in profile.quirks for c in LEAVES_NOTHING_TO_GRADE.get(q.fault, ())}
+    if profile.responses_404 is not None:
+        skips |= RESPONSES
+    return skips - set(profile.expected())
 
 
 @pytest.mark.parametrize("name", PROFILE_NAMES)
@@ -111,9 +124,18 @@ def test_every_quirk_of_a_real_server_cites_its_sources_in_the_profile_doc(name:
     profile = PROFILES[name]
     assert profile.doc and profile.title
     for quirk in profile.quirks:
-        assert quirk.sources, quirk
+        assert quirk.sources or quirk.capture, quirk
         for source in quirk.sources:
             assert source.startswith("https://github.com/") and source in profile.doc, source
+        if quirk.capture:  # a real capture: NAME.sse (the bytes) beside NAME.json, named in the doc
+            folder, _, file = quirk.capture.rpartition("/")
+            assert folder.startswith("streamlab/data/captures/") and file.endswith(".sse"), quirk.capture
+            assert folder + "/" in profile.doc and f"`{file.removesuffix('.sse')}`" in profile.doc, quirk.capture
+
+
+def test_the_profiles_of_the_real_servers_in_lab_11_cite_a_capture_for_every_quirk() -> None:
+    for name in ("llama-cpp-python", "llama-server"):
+        assert all(q.capture for q in PROFILES[name].quirks), name
 
 
 def test_the_broken_profile_says_it_is_no_real_server() -> None:
@@ -240,3 +262,46 @@ def test_the_planner_applies_the_profile_to_answers_and_refusals_alike() -> None
     assert isinstance(refused, Stream) and refused.actions[0].data.startswith(b"error: ")
     gone = post(llama, "/v1/responses", {"model": "unknown", "input": "hi", "stream": True})
     assert isinstance(gone, Reply) and gone.status == 404 and gone.body["error"]["message"] == "File Not Found"
+
+
+def test_the_stand_in_refuses_a_prompt_over_its_context_and_a_body_that_is_not_json_like_the_api() -> None:
+    long = [{"role": "user", "content": "word " * 140_000}]
+    with StandIn({}, profile="openai") as server, httpx.Client() as client:
+        refused = client.post(server.url("chat/completions"), json={"model": "m", "messages": long, "stream": True})
+        garbled = client.post(server.url("chat/completions"), content=b'{"model": "m", "messages": [',
+                              headers={"Content-Type": "application/json"})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded"
+    assert garbled.status_code == 400 and "not valid JSON" in garbled.json()["error"]["message"]
+
+
+def test_llama_cpp_pythons_named_call_is_never_safe_to_run_for_our_accumulator() -> None:
+    from streamlab.core.accumulate import ChatAccumulator, replay
+
+    request = {"model": "m", "messages": ASK, "stream": True, "tools": [{"type": "function", "function": {
+        "name": "get_weather", "parameters": {"type": "object", "properties": {"location": {"type": "string"}}}}}],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    sent = apply_profile(PROFILES["llama-cpp-python"], answer_episode("chat", request), dialect="chat",
+                         request=request)
+    acc = replay([sent.payload], ChatAccumulator()).accumulator
+    call = acc.tool_calls[(0, 0)]
+    assert call.name_repeated == "get_weather" and call.name.startswith("get_weatherget_weather")
+    assert "do not run it" in acc.tool_call_problem(0, 0)
+    required = dict(request, tool_choice="required")
+    text = apply_profile(PROFILES["llama-cpp-python"], answer_episode("chat", required), dialect="chat",
+                         request=required)
+    assert not replay([text.payload], ChatAccumulator()).accumulator.tool_calls  # "required" ignored: text
+
+
+def test_the_llama_server_profile_plays_its_responses_quirks_and_its_plain_chat() -> None:
+    request = {"model": "m", "input": "hi", "stream": True, "max_output_tokens": 40}
+    sent = apply_profile(PROFILES["llama-server"], answer_episode("responses", request), dialect="responses",
+                         request=request)
+    events = chunks(sent.payload)
+    assert not any(k in e for e in events for k in ("sequence_number", "output_index", "content_index"))
+    assert events[-1]["type"] == "response.completed" and events[-1]["response"]["usage"]["output_tokens"] == 40
+    plain = {"model": "m", "messages": ASK, "stream": True}
+    chat = apply_profile(PROFILES["llama-server"], answer_episode("chat", plain), dialect="chat", request=plain)
+    assert not any("usage" in c for c in chunks(chat.payload))  # usage only when asked, today
+    refused = apply_profile(PROFILES["llama-server"], REFUSAL, dialect="chat", request={}, not_json=True)
+    assert refused.status == 500 and refused.body["error"]["type"] == "server_error"
+    assert apply_profile(PROFILES["llama-server"], REFUSAL, dialect="chat", request=plain) is REFUSAL

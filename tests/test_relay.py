@@ -357,7 +357,7 @@ def test_a_client_that_leaves_closes_the_upstream(relay, standin):
     with httpx.Client(timeout=10) as client:
         with client.stream("POST", f"{relay.base_url}/chat/completions", json=body("hang")) as r:
             next(r.iter_raw())
-    assert standin.wait_until(lambda rs: [x.outcome for x in rs if x.model == "hang"][-1:] == ["client_gone"], 5)
+    assert standin.wait_until(lambda rs: [x.ending for x in rs if x.model == "hang"][-1:] == ["client_gone"], 5)
     assert summary_for(relay, "hang")["outcome"] == "cancelled"
 
 

@@ -86,7 +86,7 @@ def test_stream_sends_each_send_as_one_chunk_and_ends_cleanly():
         assert terminated
         server.wait_idle()
         (rec,) = server.records()
-        assert rec.outcome == "complete" and not rec.client_gone
+        assert rec.ending == "complete" and not rec.client_gone
         assert rec.written == b"".join(CHAT) and rec.frames_written == len(CHAT)
         assert rec.model == "m" and rec.episode == 0 and rec.stream and rec.status == 200
         assert rec.json == ASK
@@ -130,7 +130,7 @@ def test_error_episode_then_stream_with_retry_headers():
         r = post(client, server, "chat/completions", ASK)
         assert r.status_code == 200 and r.content == b"".join(CHAT)
         assert server.wait_idle()  # the record is completed just after the last byte is handed to the client
-        assert [rec.outcome for rec in server.records()] == ["http_error", "complete"]
+        assert [rec.ending for rec in server.records()] == ["http_error", "complete"]
 
 
 def test_error_episode_accepts_http_date_and_custom_body():
@@ -159,7 +159,7 @@ def test_non_streaming_gets_one_json_body_after_the_thinking_time():
         assert body["choices"][0]["finish_reason"] == "stop"
         assert body["usage"]["completion_tokens"] == 3
         (rec,) = server.records()
-        assert not rec.stream and rec.outcome == "complete" and rec.written == r.content
+        assert not rec.stream and rec.ending == "complete" and rec.written == r.content
 
 
 def test_non_streaming_uses_the_episode_body_when_given():
@@ -200,7 +200,7 @@ def test_cut_closes_without_the_terminating_chunk():
         assert chunks == [CHAT[0], half] and not terminated
         server.wait_idle()
         (rec,) = server.records()
-        assert rec.outcome == "cut" and not rec.client_gone
+        assert rec.ending == "cut" and not rec.client_gone
 
 
 def test_server_notices_a_client_that_goes_away():
@@ -211,7 +211,7 @@ def test_server_notices_a_client_that_goes_away():
                 break
         assert server.wait_until(lambda rs: rs and rs[0].finished)
         (rec,) = server.records()
-        assert rec.client_gone and rec.outcome == "client_gone"
+        assert rec.client_gone and rec.ending == "client_gone"
         assert 0 < rec.frames_written < len(frames)
         assert rec.bytes_written < len(b"".join(frames))
 
@@ -223,7 +223,7 @@ def test_a_stall_forever_ends_when_the_client_leaves():
                 for _ in r.iter_bytes():
                     pass
         assert server.wait_until(lambda rs: rs and rs[0].finished)
-        assert server.records()[0].outcome == "client_gone"
+        assert server.records()[0].ending == "client_gone"
 
 
 def test_stop_ends_stalls_and_idle_keep_alive_connections():
@@ -240,7 +240,7 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
         server.stop()
         assert time.perf_counter() - t0 < 3  # stop does not wait for a stall that never ends
         assert not server.running
-        assert server.records()[1].outcome == "stopped"
+        assert server.records()[1].ending == "stopped"
         stalled.close()
     finally:
         client.close()
@@ -361,7 +361,7 @@ def test_stored_response_cuts_each_get_where_told():
                 got += chunk
         assert bytes(got) == RESP[0][:10]
         assert client.get(url, params={"stream": "true", "starting_after": 0}).content == b"".join(RESP[1:])
-        assert [rec.outcome for rec in server.records()] == ["cut", "complete"]
+        assert [rec.ending for rec in server.records()] == ["cut", "complete"]
 
 
 def test_background_episode_is_stored_and_resumable():
@@ -392,7 +392,7 @@ def test_cancel_stops_a_playing_background_stream():
         assert len(rest) < len(b"".join(frames))
         server.wait_idle()
         stream_rec = server.records()[0]
-        assert stream_rec.outcome == "cancelled" and stream_rec.frames_written < len(frames)
+        assert stream_rec.ending == "cancelled" and stream_rec.frames_written < len(frames)
         assert client.get(server.url("responses/resp_demo")).json()["status"] == "cancelled"
 
 
@@ -443,7 +443,7 @@ def test_concurrent_requests_are_all_recorded():
         server.wait_idle()
         records = server.records()
         assert sorted(r.index for r in records) == list(range(20))
-        assert all(r.outcome == "complete" for r in records) and server.requests_for("m") == 20
+        assert all(r.ending == "complete" for r in records) and server.requests_for("m") == 20
 
 
 def test_script_validation_errors_are_clear():

@@ -97,7 +97,7 @@ def test_stop_during_a_final_stall_records_stopped_and_never_ends_the_body_clean
             reply = read_all(sock)
         assert server.handler_done
         (rec,) = server.records()
-        assert rec.outcome == "stopped" and rec.outcome is Ending.STOPPED and not rec.client_gone
+        assert rec.ending == "stopped" and rec.ending is Ending.STOPPED and not rec.client_gone
         chunks, terminated = dechunk(reply.partition(b"\r\n\r\n")[2])
         assert chunks == [CHAT[0]] and not terminated  # the client sees a broken body, not a clean end
     finally:
@@ -125,7 +125,7 @@ def test_bad_requests_get_an_openai_shaped_400_and_a_finished_record(path, body,
         assert set(err) == {"message", "type", "param", "code"} and fragment in err["message"]
         assert server.wait_idle()
         (rec,) = server.records()
-        assert rec.outcome is Ending.HTTP_ERROR and rec.status == 400
+        assert rec.ending is Ending.HTTP_ERROR and rec.status == 400
         ok = client.post(server.url("chat/completions"), json=ASK)
         assert ok.status_code == 200 and ok.content == b"".join(CHAT)
 
@@ -249,7 +249,7 @@ def test_half_sent_requests_are_answered_408_and_release_their_threads():
         assert all(status_of(r) == 408 for r in replies)
         assert "did not arrive" in json_of(replies[0])["error"]["message"]
         records = server.records()
-        assert len(records) == 20 and all(r.status == 408 and r.outcome is Ending.HTTP_ERROR for r in records)
+        assert len(records) == 20 and all(r.status == 408 and r.ending is Ending.HTTP_ERROR for r in records)
 
 
 def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout():

@@ -40,7 +40,7 @@ def test_two_learners_each_get_their_own_first_429_and_their_own_cut():
                 assert client.post(server.url("chat/completions"), json=body).status_code == 200
         assert server.wait_idle()
         for key in ("ada", "bob"):
-            outcomes = [r.outcome for r in server.records(learner=key)]
+            outcomes = [r.ending for r in server.records(learner=key)]
             assert outcomes == [Ending.HTTP_ERROR, Ending.COMPLETE, Ending.CUT, Ending.COMPLETE], key
         assert server.requests_for("flaky", learner="ada") == 2 and server.requests_for("flaky") == 4
 
@@ -60,8 +60,8 @@ def test_one_learners_cancel_never_touches_another_learners_stream():
             bob_got = b"".join(b_chunks)
         assert server.wait_idle()
         by_learner = {r.learner: r for r in server.records(model="bg")}
-        assert by_learner["ada"].outcome is Ending.CANCELLED
-        assert by_learner["bob"].outcome is Ending.COMPLETE and by_learner["bob"].frames_written == len(frames)
+        assert by_learner["ada"].ending is Ending.CANCELLED
+        assert by_learner["bob"].ending is Ending.COMPLETE and by_learner["bob"].frames_written == len(frames)
         assert bob_got.endswith(frames[-1])
         assert ada.get(server.url("responses/resp_long")).json()["status"] == "cancelled"
         assert bob.get(server.url("responses/resp_long")).json()["status"] == "completed"

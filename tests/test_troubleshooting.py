@@ -107,7 +107,7 @@ def test_all_at_once_a_client_that_reads_the_whole_body_shows_nothing_while_the_
             if '"content":"Hel"' in timed.data:
                 break  # the streaming client has the text while the server is still in its stall
     assert server.wait_idle()
-    assert [r.outcome for r in server.records("stalls")] == [Ending.CLIENT_GONE, Ending.CLIENT_GONE]
+    assert [r.ending for r in server.records("stalls")] == [Ending.CLIENT_GONE, Ending.CLIENT_GONE]
 
 
 def test_all_at_once_a_buffering_client_shows_text_only_after_the_last_write_and_a_streaming_one_before(server):
@@ -309,7 +309,7 @@ def test_hang_keep_alives_keep_a_read_timeout_from_firing_and_an_idle_timeout_ca
     assert stream.end_reason is Ending.IDLE_TIMEOUT and len(stream.events) == 3
     assert server.wait_idle()
     record = server.records("stall")[-1]
-    assert record.outcome is Ending.CLIENT_GONE and record.written.count(b": ping") < 20
+    assert record.ending is Ending.CLIENT_GONE and record.written.count(b": ping") < 20
 
 
 # -- 11. fine locally, broken in production ----------------------------------------------------------------

@@ -28,7 +28,8 @@ cancelled  our side stopped reading (the caller called `cancel()`) before the te
 Errors are loud and keep what was received: a `data:` that is not JSON raises `FrameError`, a replayed
 or reordered Responses event raises `SequenceError`, an error object raises `ErrorInStream`; the text and
 calls gathered so far stay in the accumulator. A tool call's arguments are parsed only when the call is
-complete (`ToolCallError` otherwise), so half a JSON document never reaches a function. Whatever the JSON
+complete (`ToolCallError` otherwise), so half a JSON document never reaches a function, nor does a call whose
+whole name came again in every fragment (joined, as the SDK joins it, it names no function). Whatever the JSON
 (nested past Python's recursion limit, a number of thousands of digits, a field of the wrong type), only
 these documented errors escape.
 
@@ -41,7 +42,7 @@ the whole string on every delta.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from streamlab.core.endings import Outcome
@@ -81,7 +82,10 @@ Anything else is counted in `unknown_events` and skipped, as the API reference t
 class ToolCall:
     """A Chat tool call rebuilt from its fragments (`delta.tool_calls[]` entries sharing one `index`).
 
-    `name` and `arguments` are the concatenation of every fragment's pieces (kept as pieces, joined when read).
+    `name` and `arguments` are the concatenation of every fragment's pieces (kept as pieces, joined when read),
+    as the official SDK joins them. `name_fragments` counts the fragments that carried a piece of the name, and
+    `name_repeated` is the whole name when more than one did and each carried the same string (a server that
+    repeats the name in every fragment, as llama-cpp-python does: joined, it names no function), else None.
     """
 
     choice: int
@@ -91,6 +95,9 @@ class ToolCall:
     name: str = GrownText()  # type: ignore[assignment]
     arguments: str = GrownText()  # type: ignore[assignment]
     fragments: int = 0
+    name_fragments: int = 0
+    name_repeated: str | None = None
+    _first_name: str | None = field(default=None, repr=False, compare=False)
 
     def add(self, field: str, piece: str) -> None:
         """Append a piece to `name` or `arguments` without copying what is already there."""
@@ -218,6 +225,11 @@ class ChatAccumulator(EventReader):
             call.type = kind
         if name:
             call.add("name", name)
+            call.name_fragments += 1
+            if call.name_fragments == 1:
+                call._first_name = name
+            same = name == call._first_name and (call.name_fragments == 2 or call.name_repeated is not None)
+            call.name_repeated = name if same else None
         if arguments:
             call.add("arguments", arguments)
 
@@ -268,8 +280,9 @@ class ChatAccumulator(EventReader):
         """The parsed arguments of a complete tool call. Raises ToolCallError if it is not safe to run.
 
         Complete means: its choice finished with a reason other than "length" / "content_filter" (the
-        finish chunk comes after the call's last fragment), no error arrived, it has a function name,
-        and its arguments parse to a JSON object.
+        finish chunk comes after the call's last fragment), no error arrived, it has a function name (not one
+        whole name repeated in every fragment: see `ToolCall.name_repeated`), and its arguments parse to a JSON
+        object.
         """
         what = f"tool call (choice {choice}, index {index})"
         call = self.tool_calls.get((choice, index))
@@ -287,6 +300,10 @@ class ChatAccumulator(EventReader):
             raise ToolCallError(f"{what}: choice {choice} finished with {reason!r}, so the arguments may be cut off")
         if not call.name:
             raise ToolCallError(f"{what}: no function name arrived")
+        if call.name_repeated is not None:
+            raise ToolCallError(f"{what}: every one of its {call.name_fragments} name fragments says "
+                                f"{call.name_repeated!r}, so joined the name is {short(call.name)}: the server "
+                                "repeats it, and no function has that name; do not run it")
         return parse_arguments(call.arguments, what)
 
 

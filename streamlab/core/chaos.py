@@ -36,9 +36,9 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 
 from streamlab.core.errors import FaultSpecError
+from streamlab.core.words import Word
 
 __all__ = [
     "Direction",
@@ -66,15 +66,13 @@ BANDWIDTH_QUANTUM = 0.1
 """Seconds' worth of bytes in one write under a bandwidth limit: large chunks are paced, not sent in one go."""
 
 
-class Direction(str, Enum):
+class Direction(Word):
     """Which bytes a fault touches, named from the client's side."""
 
     UP = "up"      # client -> server: the request
     DOWN = "down"  # server -> client: the response (the SSE stream)
     BOTH = "both"  # each direction, independently
 
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def ways(self) -> tuple[Direction, ...]:
@@ -89,18 +87,16 @@ class Direction(str, Enum):
         return Direction.DOWN if self is Direction.UP else Direction.UP
 
 
-class Action(str, Enum):
+class Action(Word):
     """What happens when a direction's byte limit is reached."""
 
     CUT = "cut"      # a clean close (FIN) after exactly N bytes, like toxiproxy's limit_data
     RESET = "reset"  # a TCP reset (RST) after exactly N bytes, like toxiproxy's reset_peer
     STALL = "stall"  # nothing more passes, the connection stays open, like toxiproxy's timeout with 0
 
-    def __str__(self) -> str:
-        return self.value
 
 
-class ConnectionEnd(str, Enum):
+class ConnectionEnd(Word):
     """How a TCP connection through the chaos proxy ended (a connection, not an SSE stream: a stream's ending
     is `streamlab.core.endings.Ending`; the words are the same where the meaning is)."""
 
@@ -114,8 +110,6 @@ class ConnectionEnd(str, Enum):
     CONNECT_ERROR = "connect_error"  # the upstream server could not be reached; the client was closed
     PROXY_ERROR = "proxy_error"      # the proxy itself failed (a bug): both closed, the exception raised and logged
 
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,12 @@ the five *outcomes* a user cares about (`Outcome`) are derived from it by one ta
 
 from __future__ import annotations
 
-from enum import Enum
+from streamlab.core.words import Word
 
 __all__ = ["Ending", "Outcome", "OUTCOME_OF", "outcome_of", "TRANSPORT_FAILURES"]
 
 
-class Outcome(str, Enum):
+class Outcome(Word):
     """The five ways a stream ends, as a user sees it (see `streamlab.core.accumulate` for each rule)."""
 
     COMPLETE = "complete"
@@ -36,17 +36,11 @@ class Outcome(str, Enum):
     TRUNCATED = "truncated"
     CANCELLED = "cancelled"
 
-    def __str__(self) -> str:
-        return self.value
-
-    def __hash__(self) -> int:  # hash as the plain string it equals, so "complete" in {Outcome.COMPLETE}
-        return hash(self.value)
-
-    def __repr__(self) -> str:  # as the word it is, so printed lists and records stay readable
-        return repr(self.value)
 
 
-class Ending(str, Enum):
+
+
+class Ending(Word):
     """How a stream's bytes stopped, named once for the client, the stand-in, retry, resume and relay."""
 
     IN_PROGRESS = "in_progress"            # server side: still being written
@@ -66,14 +60,8 @@ class Ending(str, Enum):
     INCOMPLETE_EVENT = "incomplete_event"  # the body ended cleanly in the middle of an event
     LIMIT_EXCEEDED = "limit_exceeded"      # a line or event outgrew the parser's bounds
 
-    def __str__(self) -> str:
-        return self.value
 
-    def __hash__(self) -> int:  # hash as the plain string it equals: sets and dict keys mix freely
-        return hash(self.value)
 
-    def __repr__(self) -> str:  # printed inside lists and records as the word it is: 'cut', not <Ending.CUT: 'cut'>
-        return repr(self.value)
 
     @property
     def outcome(self) -> Outcome | None:

@@ -113,7 +113,7 @@ def _server_saw_client_go(server: StandIn, model: str) -> bool:
     """Whether the stand-in's record of the latest request for `model` ends with the client gone (2 s at most;
     the uncancelled stream would play for 4 s)."""
     server.wait_until(lambda rs: [r for r in rs if r.model == model][-1].finished, timeout=2.0)
-    return server.records(model)[-1].outcome == "client_gone"
+    return server.records(model)[-1].ending == "client_gone"
 
 
 def solution_sdk_outcome(stream: Any, stop_after: int | None = None) -> str:
@@ -214,7 +214,7 @@ def solution_retry_story(records: Sequence[Any]) -> tuple[int, str]:
     call = records[first:]
     last = call[-1]
     if last.status == 200:
-        return len(call), "succeeded" if last.outcome == "complete" else "stream broke"
+        return len(call), "succeeded" if last.ending == "complete" else "stream broke"
     if last.status is None or last.status in (408, 409, 429) or last.status >= 500:
         return len(call), "out of retries"
     return len(call), "not retryable"
@@ -274,10 +274,10 @@ def check_safe_read(answer: Any) -> None:
             if must_leave:
                 server.wait_idle(timeout=10)
                 record = server.records(model)[-1]
-                if record.outcome != "client_gone":
+                if record.ending != "client_gone":
                     raise AssertionError(
                         f"{label}: your loop waited until the server gave up (the stand-in's record says "
-                        f"{str(record.outcome)!r}); leave once no content came for idle_timeout seconds")
+                        f"{str(record.ending)!r}); leave once no content came for idle_timeout seconds")
 
 
 def solution_safe_read(stream: Any, idle_timeout: float) -> tuple[str, Any, str]:

@@ -26,7 +26,7 @@ from streamlab.core import shapes
 from streamlab.core.conformance.checks import TOOL, ProbeResult, Report, probes_for
 from streamlab.core.conformance.grade import grade
 from streamlab.core.sse import parse
-from streamlab.core.standin.profiles import ANSWER_PIECES, PROFILE_NAMES, PROFILES, answer_episode, apply_profile
+from streamlab.core.standin.profiles import ANSWER_PIECES, PROFILES, answer_episode, apply_profile
 from streamlab.core.standin.script import ErrorEpisode
 from streamlab.exercises import NotAttempted, exercise, function_answer
 
@@ -37,6 +37,16 @@ TEXT_REQUEST: dict[str, Any] = {"model": "any", "messages": [{"role": "user", "c
 TOOL_REQUEST: dict[str, Any] = {"model": "any", "messages": [{"role": "user", "content": "Weather in Paris?"}],
                                 "stream": True, "tools": [{"type": "function", "function": TOOL}]}
 REFUSAL = ErrorEpisode(400, shapes.error_body("invalid type for 'messages'", "invalid_request_error"))
+DOCUMENTED_REFUSAL = {
+    "error": REFUSAL,
+    "not_json": ErrorEpisode(400, shapes.error_body("We could not parse the JSON body of your request.",
+                                                    "invalid_request_error")),
+    "too_long": ErrorEpisode(400, shapes.error_body("This model's maximum context length is 32768 tokens.",
+                                                    "invalid_request_error", "context_length_exceeded")),
+}
+"""The stand-in's own refusal of each kind of probe the API must refuse (before a profile reshapes it)."""
+LAB_PROFILES = ("openai", "vllm", "ollama", "litellm", "llamacpp", "broken")
+"""The profiles this lab's exercises read (lab 11 meets the real servers' own)."""
 HINTS = {
     "ollama": "Ollama repeats the role on every delta and sends tool calls without an index (group them by id)",
     "vllm": "vLLM leaves finish_reason out instead of sending null (read it with .get)",
@@ -82,7 +92,7 @@ def last_usage(payload: bytes) -> dict[str, Any] | None:
 def read_cases() -> tuple[ReadCase, ...]:
     """Every 08.1 case: each profile's text and tool-call answers, a refusal as an error: line, an error object."""
     cases = []
-    for name in PROFILE_NAMES:
+    for name in LAB_PROFILES:
         complete = name != "broken"
         for kind, request, expected in (("text with usage", TEXT_REQUEST, {"text": ANSWER, "tool_calls": []}),
                                         ("a tool call", TOOL_REQUEST, {"text": "", "tool_calls": [CALL]})):
@@ -143,11 +153,15 @@ def _simulated(name: str) -> dict[str, Any]:
     """The `--json` document `streamlab check --dialect both` gives for the stand-in in profile `name`."""
     results = []
     for probe in probes_for("both", "any"):
-        answer = REFUSAL if probe.kind == "error" else answer_episode(probe.dialect, probe.body)
-        sent = apply_profile(PROFILES[name], answer, dialect=probe.dialect, request=probe.body)
+        answer = DOCUMENTED_REFUSAL.get(probe.kind) or answer_episode(probe.dialect, probe.body)
+        not_json = probe.kind == "not_json"
+        sent = apply_profile(PROFILES[name], answer, dialect=probe.dialect, request={} if not_json else probe.body,
+                             not_json=not_json)
         if isinstance(sent, ErrorEpisode):
-            results.append(ProbeResult(probe, sent.status, (("content-type", "application/json"),),
-                                       json.dumps(sent.body).encode()))
+            plain = isinstance(sent.body, bytes)
+            results.append(ProbeResult(probe, sent.status, (("content-type", "text/plain" if plain else
+                                                             "application/json"),),
+                                       sent.body if plain else json.dumps(sent.body).encode()))
         else:
             results.append(ProbeResult(probe, 200, (("content-type", "text/event-stream"),), sent.payload))
     return Report(f"stand-in --profile {name}", "any", "both", grade(results)).as_dict()

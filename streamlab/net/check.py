@@ -5,10 +5,15 @@ the other with httpx, reads every body as raw bytes (the arrival time of each ne
 the results to `streamlab.core.conformance.grade.grade`, which decides everything. This module only sends, reads,
 times and stops reading:
 
-* every request has a `timeout`: to connect, for each read, and for the whole body (a stream that keeps
-  sending keep-alives for ever is cut off there, and the report says so);
+* every probe goes on a fresh connection: servers that close a keep-alive connection after a stream
+  (llama-cpp-python and llama-server both do) would otherwise fail the next probe with "no HTTP response",
+  a finding about the checker's pool, not the server;
+* every request has a `timeout`, to connect and for each read, and a `deadline` for the whole exchange; every
+  probe also bounds generation (`max_tokens`), so a model that rambles stops early. A stream still going at
+  the deadline is cut, and the result says so in `cut`: what arrived is graded, the missing end is not a
+  finding (a slow model is not an incompatible one);
 * a body is read up to `max_body_bytes` (4 MiB), so a server that sends a line of endless bytes cannot
-  exhaust the checker's memory;
+  exhaust the checker's memory (a cut too);
 * the endpoint "could not be checked" (exit 2) when the first request cannot connect at all (refused, DNS,
   connect timeout) or is answered 401 / 403 (the API key was refused). Anything else that a server sends,
   garbage included, is graded, and the report says what arrived.
@@ -22,14 +27,16 @@ from collections.abc import Sequence
 
 import httpx
 
-from streamlab.core.conformance.checks import ProbeRequest, ProbeResult, Report, probes_for
+from streamlab.core.conformance.checks import MAX_TOKENS, ProbeRequest, ProbeResult, Report, probes_for
 from streamlab.core.conformance.grade import grade, timing_facts
 from streamlab.core.errors import ConnectFailed
 
-__all__ = ["check_endpoint", "run_probe", "DEFAULT_TIMEOUT", "MAX_BODY_BYTES", "USER_AGENT"]
+__all__ = ["check_endpoint", "run_probe", "DEFAULT_TIMEOUT", "DEFAULT_DEADLINE", "MAX_BODY_BYTES", "USER_AGENT"]
 
 DEFAULT_TIMEOUT = 60.0
-"""Seconds allowed for each request: to connect, between two reads, and for the whole body."""
+"""Seconds allowed for each request to connect, and between two reads."""
+DEFAULT_DEADLINE = 30.0
+"""Seconds allowed for each probe's whole exchange, from sending the request to the body's last byte."""
 MAX_BODY_BYTES = 4 * 1024 * 1024
 USER_AGENT = "streamlab-check/1"
 
@@ -44,46 +51,57 @@ def _describe(exc: httpx.HTTPError) -> str:
 
 
 def run_probe(client: httpx.Client, base_url: str, probe: ProbeRequest, *, api_key: str | None = None,
-              timeout: float = DEFAULT_TIMEOUT, max_body_bytes: int = MAX_BODY_BYTES) -> ProbeResult:
+              timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE,
+              max_body_bytes: int = MAX_BODY_BYTES) -> ProbeResult:
     """Send one probe and read its whole body (up to the limits). Raises `ConnectFailed` only when no
-    connection could be made; every other problem is recorded in the result's `problem`."""
+    connection could be made; a problem on the server's side is recorded in the result's `problem`, the
+    checker's own cut (its deadline, its size cap) in `cut`."""
     url = f"{base_url.rstrip('/')}/{probe.route}"
-    headers = {"User-Agent": USER_AGENT}
+    headers = {"User-Agent": USER_AGENT, "Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+    limits = httpx.Timeout(timeout, read=min(timeout, deadline))
     start = time.perf_counter()
     try:
-        with client.stream("POST", url, json=dict(probe.body), headers=headers,
-                           timeout=httpx.Timeout(timeout)) as response:
+        with client.stream("POST", url, content=probe.content, headers=headers, timeout=limits) as response:
             headers_at = time.perf_counter() - start
             found = tuple((k.lower(), v) for k, v in response.headers.multi_items())
-            body, arrivals, problem = _read(response, start, timeout, max_body_bytes)
-            return ProbeResult(probe, response.status_code, found, body, arrivals, headers_at, problem)
+            body, arrivals, problem, cut = _read(response, start, deadline, max_body_bytes)
+            return ProbeResult(probe, response.status_code, found, body, arrivals, headers_at, problem, cut)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise ConnectFailed(f"cannot connect to {url}: {_describe(exc)}") from exc
+    except httpx.TimeoutException as exc:
+        if time.perf_counter() - start >= deadline:
+            return ProbeResult(probe, None, cut=f"no response within the checker's deadline of {deadline:g} s")
+        return ProbeResult(probe, None, problem=_describe(exc))
     except httpx.HTTPError as exc:
         return ProbeResult(probe, None, problem=_describe(exc))
 
 
-def _read(response: httpx.Response, start: float, timeout: float,
-          limit: int) -> tuple[bytes, tuple[tuple[int, float], ...], str | None]:
+def _read(response: httpx.Response, start: float, deadline: float,
+          limit: int) -> tuple[bytes, tuple[tuple[int, float], ...], str | None, str | None]:
     body = bytearray()
     arrivals: list[tuple[int, float]] = []
-    problem = None
+    problem = cut = None
     try:
         for piece in response.iter_bytes():
             body += piece
             now = time.perf_counter() - start
             arrivals.append((len(body), now))
             if len(body) >= limit:
-                problem = f"stopped reading at the checker's limit of {limit} bytes"
+                cut = f"stopped reading at the checker's limit of {limit} bytes"
                 break
-            if now > timeout:
-                problem = f"still sending after {timeout:g} s: stopped reading"
+            if now > deadline:
+                cut = f"still sending after the checker's deadline of {deadline:g} s: stopped reading"
                 break
+    except httpx.TimeoutException as exc:
+        if time.perf_counter() - start >= deadline:
+            cut = f"still sending after the checker's deadline of {deadline:g} s: stopped reading"
+        else:
+            problem = f"the body broke off after {len(body)} bytes: {_describe(exc)}"
     except httpx.HTTPError as exc:
         problem = f"the body broke off after {len(body)} bytes: {_describe(exc)}"
-    return bytes(body[:limit]), tuple(arrivals), problem
+    return bytes(body[:limit]), tuple(arrivals), problem, cut
 
 
 def _refused_key(result: ProbeResult) -> str | None:
@@ -99,28 +117,33 @@ def _refused_key(result: ProbeResult) -> str | None:
 
 def _probe_line(r: ProbeResult) -> str:
     route = f"POST /{r.request.route}"
+    if r.status is None and r.cut is None:
+        return f"{r.name:<18} {route:<22} no response: {r.problem}"
     if r.status is None:
-        return f"{r.name:<16} {route:<22} no response: {r.problem}"
+        return f"{r.name:<18} {route:<22} no response: {r.cut} (not a finding)"
     media = r.media_type or "no Content-Type"
     extra = f"; {r.problem}" if r.problem else ""
-    return f"{r.name:<16} {route:<22} {r.status} {media}, {len(r.body)} bytes{extra}"
+    extra += f"; {r.cut} (what never came is not a finding)" if r.cut else ""
+    return f"{r.name:<18} {route:<22} {r.status} {media}, {len(r.body)} bytes{extra}"
 
 
 def check_endpoint(base_url: str, *, model: str, api_key: str | None = None, dialect: str = "chat",
-                   timeout: float = DEFAULT_TIMEOUT, max_body_bytes: int = MAX_BODY_BYTES,
+                   timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE,
+                   max_body_bytes: int = MAX_BODY_BYTES, max_tokens: int = MAX_TOKENS,
                    probes: Sequence[ProbeRequest] | None = None) -> Report:
     """Grade the OpenAI-compatible endpoint at `base_url` (e.g. `http://127.0.0.1:8000/v1`) for `model`.
 
-    `dialect` is "chat", "responses" or "both"; `probes`, when given, replaces the standard requests. The
-    report's `exit_code` is 0 (nothing failed), 1 (something failed) or 2 (could not be checked: see
-    `unreachable`)."""
-    todo = list(probes) if probes is not None else probes_for(dialect, model)
+    `dialect` is "chat", "responses" or "both"; every answer is bounded by `max_tokens` and every probe by
+    `deadline` seconds; `probes`, when given, replaces the standard requests. The report's `exit_code` is 0
+    (nothing failed), 1 (something failed) or 2 (could not be checked: see `unreachable`)."""
+    todo = list(probes) if probes is not None else probes_for(dialect, model, max_tokens=max_tokens)
     report = Report(base_url, model, dialect)
     results: list[ProbeResult] = []
-    with httpx.Client(follow_redirects=False, trust_env=False) as client:
+    fresh = httpx.Limits(max_keepalive_connections=0)  # a new connection for every probe
+    with httpx.Client(follow_redirects=False, trust_env=False, limits=fresh) as client:
         for k, probe in enumerate(todo):
             try:
-                result = run_probe(client, base_url, probe, api_key=api_key, timeout=timeout,
+                result = run_probe(client, base_url, probe, api_key=api_key, timeout=timeout, deadline=deadline,
                                    max_body_bytes=max_body_bytes)
             except ConnectFailed as exc:
                 if k == 0:

@@ -15,7 +15,8 @@ than the parser's limits, a request that cannot be sent) it records the attempt 
 own error; after the first event it always re-raises the client's error, since the caller already has part
 of an answer.
 
-The policy itself (`RetryPolicy`, `Decision`, `parse_retry_after`) is pure and lives in `streamlab.core.retry`. The timeline figure is
+The policy itself (`RetryPolicy`, `Decision`, `parse_retry_after`) is pure and lives in `streamlab.core.retry`.
+The timeline figure is
 `streamlab.tools.plots.plot_attempts`.
 """
 

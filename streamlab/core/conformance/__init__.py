@@ -8,9 +8,12 @@ sans-IO core, here:
     checks      the catalogue (`CHECKS`: id, promise, why), the probes the checker sends (`probes_for`),
                 what comes back (`ProbeResult`), findings with located evidence, the `Report` and the matrix
     grade       `grade(results, dialect=...)`: every check of a dialect over the raw bodies; the error checks
+                (an invalid request, a body that is not JSON, a prompt over the context)
     base        what every check stands on: a scanned `Stream`, the `Worst` verdict, status and framing
     chat        the Chat Completions checks: [DONE], chunk shape, roles, finish reasons, usage, tool calls
-    responses   the Responses checks: event names, sequence numbers, `.done` values, the terminal event
+                ("required" honoured, names, the deprecated function_call)
+    responses   the Responses checks: event names, sequence numbers, indexes, `.done` values, the terminal
+                event (incomplete when max_output_tokens stopped it); an unserved route skips them all
 
 I/O layer:
     streamlab.net.check        sends the probes with httpx, keeps every raw body and the time of each read

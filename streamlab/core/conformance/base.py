@@ -17,8 +17,8 @@ from typing import Any
 from streamlab.core.conformance.checks import Evidence, Finding, ProbeResult, Status
 from streamlab.core.scan import KNOWN_FIELDS, Block, Scan, quote, scan
 
-__all__ = ["RESPONSES_TERMINALS", "Worst", "Stream", "body_evidence", "status_line", "is_done", "carries",
-           "by_index", "count_problem", "grade_http", "grade_framing", "pick", "streams_of"]
+__all__ = ["RESPONSES_TERMINALS", "UNSERVED", "Worst", "Stream", "body_evidence", "unserved", "status_line",
+           "is_done", "carries", "by_index", "count_problem", "grade_http", "grade_framing", "pick", "streams_of"]
 
 RESPONSES_TERMINALS = ("response.completed", "response.incomplete", "response.failed")
 
@@ -57,6 +57,11 @@ class Stream:
     def name(self) -> str:
         return self.result.name
 
+    @property
+    def cut(self) -> bool:
+        """The checker stopped reading this stream itself (its deadline or size cap): its end is not graded."""
+        return self.result.cut is not None
+
     def at(self, block: Block, needle: bytes | None = None) -> Evidence:
         offset, shown = quote(self.scan.body, block.start, block.end, needle=needle)
         return Evidence(self.name, block.number, offset, shown)
@@ -71,9 +76,18 @@ class Stream:
         return out
 
 
-def body_evidence(result: ProbeResult) -> Evidence:
-    offset, shown = quote(result.body, 0, len(result.body))
+def body_evidence(result: ProbeResult, needle: bytes | None = None) -> Evidence:
+    offset, shown = quote(result.body, 0, len(result.body), needle=needle)
     return Evidence(result.name, None, offset if result.body else None, shown if result.body else "")
+
+
+UNSERVED = (404, 405)
+"""Statuses that say a route is not served at all."""
+
+
+def unserved(results: Sequence[ProbeResult]) -> ProbeResult | None:
+    """The first result when every one of `results` says its route is not served (404 or 405), else None."""
+    return results[0] if results and all(r.status in UNSERVED for r in results) else None
 
 
 def status_line(result: ProbeResult) -> str:
@@ -92,9 +106,14 @@ def is_done(block: Block) -> bool:
 def grade_http(check: str, results: Sequence[ProbeResult]) -> Finding:
     if not results:
         return Finding(check, Status.SKIP, "no probe of this dialect was sent")
+    late = [r for r in results if r.status is None and r.cut is not None]  # the checker gave up waiting
+    results = [r for r in results if r not in late]
+    if not results:
+        return Finding(check, Status.SKIP, f"no probe answered before the checker's deadline ({late[0].cut})")
     bad = [r for r in results if not r.is_event_stream]
     if not bad:
-        return Finding(check, Status.PASS, f"{len(results)} of {len(results)} probes: 200 text/event-stream")
+        waited = f"; {len(late)} not answered before the checker's deadline" if late else ""
+        return Finding(check, Status.PASS, f"{len(results)} of {len(results)} probes: 200 text/event-stream{waited}")
     first = bad[0]
     hint = ("; is the base URL right? it usually ends in /v1" if check == "chat.http" and first.status == 404
             else "")
@@ -122,7 +141,7 @@ def grade_framing(check: str, streams: Sequence[Stream], *, chat: bool) -> Findi
                 worst.add(Status.WARN, f"{st.name}: an event named {block.event.event!r} in a Chat stream: the SDK "
                           "hands it to your loop as an object of another shape", st.at(block, b"event:"))
         tail = sc.tail
-        if tail is not None and not tail.comment_only:
+        if tail is not None and not tail.comment_only and not st.cut:
             worst.add(Status.FAIL, f"{st.name}: the body ends inside an event: {tail.end - tail.start} byte(s) after "
                       "the last blank line are discarded by every parser", st.at(tail))
     events = sum(len(st.scan.events) for st in streams)

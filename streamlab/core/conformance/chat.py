@@ -28,7 +28,7 @@ from streamlab.core.conformance.base import (
 from streamlab.core.conformance.checks import Finding, ProbeResult, Status
 from streamlab.core.scan import Block
 
-__all__ = ["chat_findings"]
+__all__ = ["ANSWERS", "chat_findings"]
 
 
 def _done(streams: Sequence[Stream]) -> Finding:
@@ -36,6 +36,8 @@ def _done(streams: Sequence[Stream]) -> Finding:
     for st in streams:
         events = st.scan.events
         dones = [b for b in events if is_done(b)]
+        if not dones and st.cut:
+            continue  # the checker stopped reading before the end: not the server's doing
         if not dones:
             last = events[-1] if events else None
             worst.add(Status.FAIL, f"{st.name}: the body ended without data: [DONE] after {len(events)} events",
@@ -99,7 +101,7 @@ def _roles_and_finish(streams: Sequence[Stream]) -> list[Finding]:
                                           ("chat.role", "chat.role_repeated", "chat.finish_null", "chat.finish"))
     for st in streams:
         entries = by_index(st)
-        if not entries:
+        if not entries and not st.cut:
             last = st.scan.events[-1] if st.scan.events else None
             finish_w.add(Status.FAIL, f"{st.name}: no choice ever arrived",
                          st.at(last) if last else body_evidence(st.result))
@@ -109,11 +111,18 @@ def _roles_and_finish(streams: Sequence[Stream]) -> list[Finding]:
                 role_w.add(Status.FAIL, f"{st.name}: the first delta of choice {i} has no role \"assistant\"",
                            st.at(first_block, b'"delta"'))
             for block, choice in rows[1:]:
-                if isinstance(choice.get("delta"), dict) and "role" in choice["delta"] and choice["delta"]["role"]:
+                delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                if "role" in delta and delta["role"] is None:
+                    repeat_w.add(Status.WARN, f"{st.name}: choice {i} sends \"role\": null after its first delta "
+                                 f"(event #{block.number})", st.at(block, b'"role"'))
+                    break
+                if delta.get("role"):
                     repeat_w.add(Status.WARN, f"{st.name}: choice {i} repeats the role in event #{block.number}",
                                  st.at(block, b'"role"'))
                     break
             final = next((k for k, (_, c) in enumerate(rows) if c.get("finish_reason") is not None), None)
+            if final is None and st.cut:
+                continue
             if final is None:
                 finish_w.add(Status.FAIL, f"{st.name}: choice {i} never got a finish_reason", st.at(rows[-1][0]))
                 continue
@@ -151,6 +160,10 @@ def _usage(unasked: Sequence[Stream], asked: Stream | None) -> list[Finding]:
         return found + [Finding(c, Status.SKIP, "no stream asked for usage")
                         for c in ("usage.chunk", "usage.choices", "usage.counts")]
     blocks = _usage_blocks(asked)
+    if not blocks and asked.cut:
+        return found + [Finding(c, Status.SKIP, f"{asked.name}: the checker stopped reading before the end "
+                                f"({asked.result.cut}), where the usage chunk comes")
+                        for c in ("usage.chunk", "usage.choices", "usage.counts")]
     if not blocks:
         last = asked.scan.events[-1] if asked.scan.events else None
         return found + [
@@ -238,57 +251,160 @@ def _calls(st: Stream, index_w: Worst) -> list[_Call]:
     return calls
 
 
-def _tools(st: Stream | None) -> list[Finding]:
-    ids = ("tools.index", "tools.header", "tools.arguments", "tools.finish")
+def _finish_of(st: Stream, ci: int) -> tuple[Block, dict[str, Any]] | None:
+    return next(((b, c) for b, c in by_index(st).get(ci, []) if c.get("finish_reason") is not None), None)
+
+
+def _required(st: Stream | None, calls: list[_Call]) -> Finding:
     if st is None:
-        return [Finding(c, Status.SKIP, "the tool probe got no stream") for c in ids]
-    index_w, header_w, args_w, finish_w = (Worst(c) for c in ids)
-    calls = _calls(st, index_w)
-    if not calls:
-        return [Finding(c, Status.SKIP, f"{st.name}: the model answered without calling a tool (nothing to grade)")
-                for c in ids]
-    for call in calls:
-        for key, label in (("id", "id"), ("type", "type")):
-            got = call.strings(key)
-            if not got:
-                status = Status.FAIL if key == "id" else Status.WARN
-                header_w.add(status, f"{st.name}: call {call.index} never got a{'n' if key == 'id' else ''} {label}",
-                             st.at(call.fragments[0][0], b"tool_calls"))
-            elif len(got) > 1:
-                header_w.add(Status.WARN, f"{st.name}: call {call.index} sends its {label} {len(got)} times",
-                             st.at(got[1][0], b'"tool_calls"'))
-        joined = "".join(v for _, v in call.strings("arguments"))
-        try:
-            value = json.loads(joined)
-        except (ValueError, RecursionError):
-            value = None
-        if not isinstance(value, dict):
-            args_w.add(Status.FAIL, f"{st.name}: call {call.index}'s arguments, joined from {len(call.fragments)} "
-                       f"fragment(s), are not a JSON object: {joined[:60]!r}",
-                       st.at(call.fragments[-1][0], b"arguments"))
-    rows = by_index(st)
-    for ci in sorted({c.choice for c in calls}):
-        final = next(((b, c) for b, c in rows.get(ci, []) if c.get("finish_reason") is not None), None)
-        if final is None or final[1]["finish_reason"] != "tool_calls":
-            reason = "no finish_reason" if final is None else f"finish_reason {final[1]['finish_reason']!r}"
-            finish_w.add(Status.FAIL, f"{st.name}: choice {ci} called a tool but ended with {reason}",
-                         st.at(final[0], b"finish_reason") if final else None)
-    names = ", ".join(sorted({"".join(v for _, v in c.strings("name")) for c in calls}))
-    return [index_w.result(f"{len(calls)} call(s) ({names}), each fragment with its index"),
+        return Finding("tools.required", Status.SKIP, "the tool probe got no stream")
+    if calls:
+        return Finding("tools.required", Status.PASS, f"{st.name}: {len(calls)} call(s), as \"required\" demands")
+    if st.cut:
+        return Finding("tools.required", Status.SKIP, f"{st.name}: the checker stopped reading ({st.result.cut}) "
+                       "before any call came")
+    final = _finish_of(st, 0)
+    said = f"finish_reason {final[1]['finish_reason']!r}" if final else "no finish_reason"
+    text = next((b for b, c in st.choices() if carries(c.get("delta"))), None)
+    where = st.at(text, b'"content"') if text else (st.at(final[0]) if final else body_evidence(st.result))
+    return Finding("tools.required", Status.FAIL, f"{st.name}: tool_choice \"required\", but no tool was called "
+                   f"(the answer is text, {said}): the request's demand was ignored", where)
+
+
+def _name(st: Stream, call: _Call, offered: Sequence[str], name_w: Worst) -> None:
+    names = call.strings("name")
+    joined = "".join(v for _, v in names)
+    if joined in offered:
+        return
+    if not names:
+        name_w.add(Status.FAIL, f"{st.name}: call {call.index} never got a function name",
+                   st.at(call.fragments[0][0], b"tool_calls"))
+    elif len(names) > 1 and all(v == names[0][1] for _, v in names):
+        name_w.add(Status.FAIL, f"{st.name}: call {call.index} repeats its whole name {names[0][1]!r} in {len(names)} "
+                   f"fragments: joined, as the SDK joins them, it reads {joined[:36]!r}..., which no tool has",
+                   st.at(names[1][0], b'"name"'))
+    else:
+        name_w.add(Status.FAIL, f"{st.name}: call {call.index}'s name joins to {joined[:40]!r}, not a function the "
+                   f"request offered ({', '.join(offered)})", st.at(names[0][0], b'"name"'))
+
+
+def _legacy(streams: Sequence[Stream]) -> Finding:
+    if not streams:
+        return Finding("tools.legacy", Status.SKIP, "the tool probes got no stream")
+    worst = Worst("tools.legacy")
+    for st in streams:
+        for block, choice in st.choices():
+            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            if delta.get("function_call") is not None:
+                beside = " beside tool_calls" if delta.get("tool_calls") else ""
+                worst.add(Status.WARN, f"{st.name}: event #{block.number} carries the deprecated function_call"
+                          f"{beside}", st.at(block, b'"function_call"'))
+                break
+    return worst.result(f"no function_call in the {len(streams)} tool stream(s)")
+
+
+def _tools(required: Stream | None, named: Stream | None, offered: Sequence[str]) -> list[Finding]:
+    """The tool checks over the stream that asked for a call with "required" and the one that named the function."""
+    ids = ("tools.index", "tools.header", "tools.name", "tools.arguments", "tools.finish")
+    index_w, header_w, name_w, args_w, finish_w = (Worst(c) for c in ids)
+    graded = [(st, _calls(st, index_w)) for st in (required, named) if st is not None]
+    first = _required(required, graded[0][1] if required is not None else [])
+    streams = [st for st, _ in graded]
+    if not any(calls for _, calls in graded):
+        why = "the tool probes got no stream" if not graded else "the model answered without calling a tool"
+        return [first, *(Finding(c, Status.SKIP, f"{why} (nothing to grade)") for c in ids), _legacy(streams)]
+    fragments = 0
+    for st, calls in graded:
+        for call in calls:
+            fragments += len(call.fragments)
+            _header(st, call, header_w)
+            _name(st, call, offered, name_w)
+            _arguments(st, call, args_w)
+        for ci in sorted({c.choice for c in calls}):
+            final = _finish_of(st, ci)
+            allowed = ("tool_calls", "stop") if st.result.request.kind == "named" else ("tool_calls",)
+            if final is None and st.cut:
+                continue
+            if final is None or final[1]["finish_reason"] not in allowed:
+                reason = "no finish_reason" if final is None else f"finish_reason {final[1]['finish_reason']!r}"
+                finish_w.add(Status.FAIL, f"{st.name}: choice {ci} called a tool but ended with {reason}",
+                             st.at(final[0], b"finish_reason") if final else None)
+    every = [c for _, calls in graded for c in calls]
+    names = ", ".join(sorted({"".join(v for _, v in c.strings("name"))[:40] for c in every}))
+    return [first,
+            index_w.result(f"{len(every)} call(s) ({names}), each fragment with its index"),
             header_w.result("each call's id and type came once"),
-            args_w.result(f"joined arguments parse as JSON objects ({sum(len(c.fragments) for c in calls)} "
-                          "fragments, parsed once complete)"),
-            finish_w.result("finish_reason \"tool_calls\"")]
+            name_w.result(f"every call names an offered function ({', '.join(offered)})"),
+            args_w.result(f"joined arguments parse as JSON objects ({fragments} fragments, parsed once complete)"),
+            finish_w.result("finish_reason \"tool_calls\" (or \"stop\" after a named tool_choice)"),
+            _legacy(streams)]
+
+
+def _header(st: Stream, call: _Call, header_w: Worst) -> None:
+    for key in ("id", "type"):
+        got = call.strings(key)
+        if not got:
+            status = Status.FAIL if key == "id" else Status.WARN
+            header_w.add(status, f"{st.name}: call {call.index} never got a{'n' if key == 'id' else ''} {key}",
+                         st.at(call.fragments[0][0], b"tool_calls"))
+        elif len(got) > 1:
+            header_w.add(Status.WARN, f"{st.name}: call {call.index} sends its {key} {len(got)} times",
+                         st.at(got[1][0], b'"tool_calls"'))
+
+
+def _arguments(st: Stream, call: _Call, args_w: Worst) -> None:
+    joined = "".join(v for _, v in call.strings("arguments"))
+    try:
+        value = json.loads(joined)
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, dict):
+        return
+    final = _finish_of(st, call.choice)
+    cap = st.result.request.cap
+    if st.cut or (final is not None and final[1]["finish_reason"] == "length") or (
+            cap is not None and len(call.fragments) >= cap):
+        return  # the checker's own bound (its deadline, or the max_tokens it sent) stopped the arguments
+    args_w.add(Status.FAIL, f"{st.name}: call {call.index}'s arguments, joined from {len(call.fragments)} "
+               f"fragment(s), are not a JSON object{control_note(joined)}: {joined[:60]!r}",
+               st.at(call.fragments[-1][0], b"arguments"))
+
+
+def control_note(text: str) -> str:
+    """A note when `text` fails to parse because of a raw control character inside a string, else ""."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg.startswith("Invalid control character"):
+            return f" (a raw control character, U+{ord(text[exc.pos]):04X}, inside a string: JSON forbids it)"
+    except (ValueError, RecursionError):
+        pass
+    return ""
 
 
 # -- all of them ----------------------------------------------------------------------------------------------
 
 
+ANSWERS = ("text", "usage", "tools", "named")
+"""The probe kinds answered with a stream (the others are requests the API must refuse)."""
+
+
+def _offered(results: Sequence[ProbeResult]) -> list[str]:
+    names = []
+    for r in results:
+        for tool in r.request.body.get("tools") or []:
+            spec = tool.get("function", tool) if isinstance(tool, dict) else {}
+            if isinstance(spec, dict) and isinstance(spec.get("name"), str) and spec["name"] not in names:
+                names.append(spec["name"])
+    return names
+
+
 def chat_findings(results: Sequence[ProbeResult]) -> list[Finding]:
-    answers = [r for r in pick(results, "chat") if r.request.kind != "error"]
+    answers = [r for r in pick(results, "chat") if r.request.kind in ANSWERS]
     streams = streams_of(answers)
     by_kind = {st.result.request.kind: st for st in streams}
     unasked = [st for st in streams if st.result.request.kind != "usage"]
+    tools = _tools(by_kind.get("tools"), by_kind.get("named"), _offered(answers))
     return [grade_http("chat.http", answers), grade_framing("chat.framing", streams, chat=True), _done(streams),
             *_json_and_shape(streams), *_roles_and_finish(streams), *_usage(unasked, by_kind.get("usage")),
-            *_tools(by_kind.get("tools"))]
+            *tools]

@@ -2,9 +2,11 @@
 
 "OpenAI-compatible" is a claim about bytes on the wire. The conformance checker turns the claim into a list of
 checks, each with an id, the promise it grades, and one line on why a client cares. This module holds that
-catalogue (`CHECKS`), the requests the checker sends (`probes_for`: a small, fixed set, streamed with and
-without `stream_options.include_usage`, one that asks for a tool call, one the API must refuse, and the same
-for the Responses API), the results it gets back (`ProbeResult`: status, headers, raw body, arrival times),
+catalogue (`CHECKS`), the requests the checker sends (`probes_for`: a small, fixed set, each bounded by
+`max_tokens`: streamed with and without `stream_options.include_usage`, one that requires a tool call and one
+that names the tool, three the API must refuse (an invalid request, a body that is not JSON, a prompt longer
+than any context), and the same for the Responses API), the results it gets back (`ProbeResult`: status,
+headers, raw body, arrival times, and whether the checker cut the body itself),
 and the `Report` it makes of them: one `Finding` per check, pass / warn / fail / skip, with the evidence
 located in the bytes (probe, event number, byte offset, the bytes quoted) and a `why`.
 
@@ -13,7 +15,9 @@ Three rules shape every check:
 
 * fail: code written from the documentation (the SDK's loop, an agent's tool loop, a billing job) loses data,
   crashes or does the wrong thing; warn: the documented contract is broken but a careful client survives;
-  skip: the check could not run (no tool was called, no usage came, the route is not served).
+  skip: the check could not run (no tool was called, no usage came, the route is not served, the checker's own
+  deadline cut the stream before what the check reads). What the checker did itself (its deadline, its size cap,
+  the `max_tokens` it sent, a keep-alive connection the server closed) is never a finding.
 * Real models are not deterministic: no check compares the text of one answer with another's, and every
   count is judged against what the same stream carried.
 * Timing facts (time to first token, gaps, keep-alive intervals) are reported, never graded: a slow model is
@@ -28,8 +32,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
+
+from streamlab.core.words import Word
 
 __all__ = [
     "Status", "Check", "CHECKS", "CHECK_IDS", "GROUPS", "DIALECTS", "ProbeRequest", "probes_for",
@@ -43,7 +48,7 @@ JSON_VERSION = 1
 DIALECTS = ("chat", "responses", "both")
 
 
-class Status(str, Enum):
+class Status(Word):
     """A check's verdict. `rank` orders them: a check over several streams reports its worst."""
 
     PASS = "pass"
@@ -51,8 +56,6 @@ class Status(str, Enum):
     FAIL = "fail"
     SKIP = "skip"
 
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def rank(self) -> int:
@@ -91,8 +94,9 @@ CHECKS: dict[str, Check] = _checks(
      "code reads choices[i].delta; without them there is nothing to append"),
     ("chat.role", "chat", 'role "assistant" on the first delta of each choice',
      "clients that rebuild the message take its role from the first delta"),
-    ("chat.role_repeated", "chat", "the role only on the first delta",
-     "the SDK's stream helper joins strings it sees again: the role becomes 'assistantassistant'"),
+    ("chat.role_repeated", "chat", "the role only on the first delta: not repeated, not null after it",
+     "the SDK's stream helper joins strings it sees again: the role becomes 'assistantassistant'; code that "
+     "copies delta[\"role\"] whenever the key is there loses the role to a null"),
     ("chat.finish_null", "chat", '"finish_reason": null on every chunk before the final one',
      "a missing key reads as null with .get(), but breaks clients that validate the schema"),
     ("chat.finish", "chat", "a finish_reason on each choice's final chunk, and no content after it",
@@ -105,18 +109,30 @@ CHECKS: dict[str, Check] = _checks(
      "clients that spot the usage chunk by its empty choices miss it, or count it twice"),
     ("usage.counts", "usage", "prompt, completion and total tokens present, non-zero when text came, "
      "total = prompt + completion", "billing, quotas and rate limits read these numbers"),
+    ("tools.required", "tools", 'a tool call when tool_choice is "required"',
+     "an agent forces a call with \"required\": an answer in prose leaves its tool loop nothing to run"),
     ("tools.index", "tools", "every tool-call fragment has an integer index, one per call",
      "clients join fragments by index: without it the arguments of different calls run together"),
     ("tools.header", "tools", "id and type sent once per call",
      "the SDK's stream helper joins repeated strings: an id sent twice becomes 'call_1call_1'"),
+    ("tools.name", "tools", "each call's function name, its fragments joined, names a function the request offered",
+     "clients join name fragments as they join arguments (the SDK does): a name repeated in every fragment "
+     "calls 'get_weatherget_weather', which no tool has"),
     ("tools.arguments", "tools", "the arguments, joined once the call is complete, parse as a JSON object",
      "only whole arguments can be parsed, and a call whose arguments never parse must not run"),
     ("tools.finish", "tools", 'finish_reason "tool_calls" when a tool was called',
      "agent loops run tools when finish_reason says so: \"stop\" ends the turn with the call never run"),
+    ("tools.legacy", "tools", "tool calls in tool_calls only, no deprecated function_call beside them",
+     "a client that still reads function_call as well runs the call twice, and joins its repeated name too"),
     ("error.status", "errors", "a request the API must refuse is answered with a 4xx",
      "a 200 hides the refusal inside a stream; a 5xx invites retries that can never succeed"),
     ("error.shape", "errors", 'an OpenAI-shaped body: {"error": {"message": ...}}',
      "clients read error.message: another shape loses it (the Node SDK shows a bare status, vllm#12886)"),
+    ("error.not_json", "errors", "a request body that is not JSON is refused with a 4xx and an OpenAI-shaped error",
+     "a 5xx invites retries that can never succeed, and a plain-text body has no error.message to show"),
+    ("error.too_long", "errors", "a prompt longer than the model's context is refused: a 4xx (or an error event), "
+     "never an empty or silent 200", "an empty 200 reads as an answer with nothing in it: the client cannot "
+     "tell that the prompt was too long"),
     ("errors.in_stream", "errors", 'an error inside a 200 stream is a data: {"error": ...} event (Chat) or an '
      "error event (Responses)", "anything else looks like a normal end, and a failed answer passes as whole"),
     ("responses.http", "responses", "the Responses route answers 200 text/event-stream",
@@ -127,10 +143,16 @@ CHECKS: dict[str, Check] = _checks(
      "clients dispatch on one or the other: when they disagree, handlers see the wrong event"),
     ("responses.sequence", "responses", "sequence_number on every event, strictly increasing",
      "resuming with starting_after, and spotting lost or replayed events, rely on it"),
+    ("responses.indexes", "responses", "output_index on every output event, content_index on every content event",
+     "the SDK's responses.stream() raises TypeError without them, and a client that files deltas by index has "
+     "nowhere to put them"),
     ("responses.done_matches", "responses", "each .done value equals its joined deltas",
      "a client that shows the deltas and stores the .done value keeps an answer it never displayed"),
     ("responses.terminal", "responses", "exactly one terminal event (completed, incomplete or failed), last",
      "the terminal event is the only proof that the answer is whole"),
+    ("responses.incomplete", "responses", "an answer stopped by max_output_tokens ends response.incomplete, not "
+     "response.completed", "response.completed tells the client the answer is whole: a cut answer passes as "
+     "complete"),
     ("responses.usage", "responses", "usage on response.completed: input, output and total tokens, adding up",
      "billing, quotas and rate limits read these numbers"),
     ("responses.arguments", "responses", "function-call arguments parse as a JSON object",
@@ -148,60 +170,101 @@ TEXT_PROMPT = "Count from one to five in words, on one line."
 TOOL_PROMPT = "What is the weather in Paris right now? Use the get_weather tool."
 _WEATHER_PARAMETERS = {
     "type": "object",
-    "properties": {"location": {"type": "string", "description": "a city and its country, e.g. Paris, France"}},
+    "properties": {"location": {"type": "string", "description": "a city and its country, e.g. Paris, France",
+                                "enum": ["Paris, France", "London, United Kingdom", "Tokyo, Japan"]}},
     "required": ["location"],
 }
 TOOL = {"name": "get_weather", "description": "The current weather in a city.", "parameters": _WEATHER_PARAMETERS}
-"""The one function the tool probes offer."""
+"""The one function the tool probes offer. The location is an enum so that a server which constrains the
+arguments to the schema (llama.cpp's grammars do) gets a short, fixed answer: free text lets a small model
+ramble to the token bound, and the verdict would depend on what it happened to write."""
+
+MAX_TOKENS = 40
+"""The generation bound every probe sends (`max_tokens`, `max_output_tokens`): a model that rambles (a base model
+does, until its context is full) stops there, so a whole run takes seconds, not minutes."""
+LONG_SENTENCE = "The quick brown fox jumps over the lazy dog, and the dog does not mind at all. "
+LONG_REPEATS = 3000
+"""The over-long prompt is `LONG_SENTENCE` this many times: about 240,000 characters, over 50,000 tokens with
+the usual tokenizers (Gemma 3's: 57,000), past a 32K context and any server's default. A model whose context
+holds it answers, and the check says the prompt fit."""
+NOT_JSON = b'{"model": "any", "stream": true, "messages": [{"role": "user", "content": "Count to five."}'
+"""The body that is not JSON: a request cut off before its closing brackets (sent as application/json)."""
 
 
 @dataclass(frozen=True)
 class ProbeRequest:
     """One request the checker sends: `name` ("chat.usage"), the `dialect`, the `route` under the base URL,
-    and the JSON `body`. `kind` says what the response is graded as: "text", "usage", "tools" or "error"."""
+    and the JSON `body` (or `raw`: bytes sent as they are, as application/json). `kind` says what the response
+    is graded as: "text", "usage", "tools" (tool_choice "required"), "named" (tool_choice naming the function),
+    "error" (a request the API must refuse), "not_json" (a body that is not JSON) or "too_long" (a prompt
+    longer than any context)."""
 
     name: str
     dialect: str
     route: str
     kind: str
     body: Mapping[str, Any]
+    raw: bytes | None = None
+
+    @property
+    def content(self) -> bytes:
+        """The request body's bytes, as sent."""
+        return self.raw if self.raw is not None else json.dumps(dict(self.body)).encode()
+
+    @property
+    def cap(self) -> int | None:
+        """The generation bound this probe asked for (`max_tokens` or `max_output_tokens`), or None."""
+        value = self.body.get("max_tokens", self.body.get("max_output_tokens"))
+        return value if isinstance(value, int) else None
 
 
-def probes_for(dialect: str, model: str) -> list[ProbeRequest]:
+def probes_for(dialect: str, model: str, *, max_tokens: int = MAX_TOKENS) -> list[ProbeRequest]:
     """The requests for `dialect` ("chat", "responses" or "both"), in the order they are sent.
 
-    The tool probes ask for a call with `tool_choice: "required"`: OpenAI answers a *named* forced function
-    with finish_reason "stop" when streaming (vllm-project/vllm#25054 measured it), so "required" is the
-    request whose documented answer is "tool_calls".
+    Every answer is bounded by `max_tokens` (Chat) or `max_output_tokens` (Responses). The first Chat tool probe
+    asks with `tool_choice: "required"`, whose documented answer is a call ending "tool_calls"; the second names
+    the function, which even a model that ignores "required" must call (OpenAI then ends the stream with
+    finish_reason "stop", as vllm-project/vllm#25054 measured, so either reason passes there). The body that is
+    not JSON and the over-long prompt go to the Chat route (to the Responses route with `--dialect responses`).
     """
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
     say = [{"role": "user", "content": TEXT_PROMPT}]
     ask = [{"role": "user", "content": TOOL_PROMPT}]
+    long = LONG_SENTENCE * LONG_REPEATS
     chat_tool = {"type": "function", "function": TOOL}
+    named = {"type": "function", "function": {"name": TOOL["name"]}}
+    chat = {"model": model, "stream": True, "max_tokens": max_tokens}
+    resp = {"model": model, "stream": True, "max_output_tokens": max_tokens}
     probes: list[ProbeRequest] = []
     if dialect in ("chat", "both"):
         probes += [
-            ProbeRequest("chat.plain", "chat", "chat/completions", "text",
-                         {"model": model, "messages": say, "stream": True}),
+            ProbeRequest("chat.plain", "chat", "chat/completions", "text", {**chat, "messages": say}),
             ProbeRequest("chat.usage", "chat", "chat/completions", "usage",
-                         {"model": model, "messages": say, "stream": True,
-                          "stream_options": {"include_usage": True}}),
+                         {**chat, "messages": say, "stream_options": {"include_usage": True}}),
             ProbeRequest("chat.tools", "chat", "chat/completions", "tools",
-                         {"model": model, "messages": ask, "stream": True, "tools": [chat_tool],
-                          "tool_choice": "required"}),
+                         {**chat, "messages": ask, "tools": [chat_tool], "tool_choice": "required"}),
+            ProbeRequest("chat.named", "chat", "chat/completions", "named",
+                         {**chat, "messages": ask, "tools": [chat_tool], "tool_choice": named}),
             ProbeRequest("chat.error", "chat", "chat/completions", "error",
-                         {"model": model, "messages": "this should be a list of messages", "stream": True}),
+                         {**chat, "messages": "this should be a list of messages"}),
+            ProbeRequest("chat.not_json", "chat", "chat/completions", "not_json", {}, NOT_JSON),
+            ProbeRequest("chat.too_long", "chat", "chat/completions", "too_long",
+                         {**chat, "messages": [{"role": "user", "content": long}], "max_tokens": 1}),
         ]
     if dialect in ("responses", "both"):
         probes += [
-            ProbeRequest("responses.text", "responses", "responses", "text",
-                         {"model": model, "input": TEXT_PROMPT, "stream": True}),
+            ProbeRequest("responses.text", "responses", "responses", "text", {**resp, "input": TEXT_PROMPT}),
             ProbeRequest("responses.tools", "responses", "responses", "tools",
-                         {"model": model, "input": TOOL_PROMPT, "stream": True,
-                          "tools": [{"type": "function", **TOOL}], "tool_choice": "required"}),
-            ProbeRequest("responses.error", "responses", "responses", "error",
-                         {"model": model, "input": 42, "stream": True}),
+                         {**resp, "input": TOOL_PROMPT, "tools": [{"type": "function", **TOOL}],
+                          "tool_choice": "required"}),
+            ProbeRequest("responses.error", "responses", "responses", "error", {**resp, "input": 42}),
+        ]
+    if dialect == "responses":
+        probes += [
+            ProbeRequest("responses.not_json", "responses", "responses", "not_json", {}, NOT_JSON),
+            ProbeRequest("responses.too_long", "responses", "responses", "too_long",
+                         {**resp, "input": long, "max_output_tokens": 16}),
         ]
     return probes
 
@@ -213,8 +276,10 @@ def probes_for(dialect: str, model: str) -> list[ProbeRequest]:
 class ProbeResult:
     """What one request got: `status` (None when no HTTP response arrived), response `headers` (lower-case
     names), the raw `body` bytes as read (after the transfer coding), `arrivals` as (bytes received so far,
-    seconds since the request was sent) per network read, `headers_at` (seconds until the headers came), and
-    `problem`: why reading stopped early (no response, read timeout, the checker's size cap), or None."""
+    seconds since the request was sent) per network read, `headers_at` (seconds until the headers came),
+    `problem`: why reading stopped early on the server's side (no response, the body broke off, a read timed
+    out), or None; and `cut`: why the checker stopped reading itself (its deadline, its size cap), or None. A
+    cut stream is graded on what arrived, and what it never got to (its end) is not a finding."""
 
     request: ProbeRequest
     status: int | None
@@ -223,6 +288,7 @@ class ProbeResult:
     arrivals: tuple[tuple[int, float], ...] = ()
     headers_at: float | None = None
     problem: str | None = None
+    cut: str | None = None
 
     @property
     def name(self) -> str:

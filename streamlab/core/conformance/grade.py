@@ -15,9 +15,19 @@ the parser's limit, a response that never came, each ends up as a failed check t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
-from streamlab.core.conformance.base import Stream, Worst, body_evidence, carries, pick, status_line, streams_of
+from streamlab.core.conformance.base import (
+    Stream,
+    Worst,
+    body_evidence,
+    carries,
+    is_done,
+    pick,
+    status_line,
+    streams_of,
+)
 from streamlab.core.conformance.chat import chat_findings
 from streamlab.core.conformance.checks import CHECK_IDS, CHECKS, Evidence, Finding, ProbeResult, Status, TimingFact
 from streamlab.core.conformance.responses import responses_findings
@@ -32,34 +42,127 @@ _GROUPS = {"chat": ("chat", "usage", "tools", "errors"), "responses": ("errors",
 # -- errors ----------------------------------------------------------------------------------------------------
 
 
+_TRACE = re.compile(rb'Traceback \(most recent call last\)|File \\?"[^"\n]{1,300}?\.py\\?", line \d+')
+"""A Python traceback, or a source file and line as one quotes them (`File "/x/app.py", line 3`, raw or escaped
+inside a JSON string, the path perhaps redacted)."""
+
+
+def _carries_error(st: Stream) -> bool:
+    """Whether a 200 stream carries an error in some form (an error event, an error object, an `error:` line)."""
+    for block in st.scan.blocks:
+        if any(not line.is_comment and line.field == "error" for line in block.lines):
+            return True
+        obj = block.obj
+        if block.event is not None and (block.event.event == "error" or isinstance(obj, dict) and (
+                "error" in obj or obj.get("type") in ("error", "response.failed"))):
+            return True
+    return False
+
+
+def _status_problem(r: ProbeResult) -> tuple[str, Evidence] | None:
+    """What is wrong with the status a refusal came with (None: a 4xx), and the evidence."""
+    if r.status is not None and 400 <= r.status < 500:
+        return None
+    if r.status == 200:
+        if r.is_event_stream and _carries_error(Stream.of(r)):
+            return "the refusal arrives inside a stream", body_evidence(r)
+        if not r.body:
+            return "accepted, with an empty body: no event, no error, nothing to tell the client why", body_evidence(r)
+        return "accepted: the server answered it as if it were valid", body_evidence(r)
+    trace = _TRACE.search(r.body) if r.status is not None else None
+    if trace:
+        return ("not a client error, and the body carries a Python traceback with the server's file paths",
+                body_evidence(r, trace.group()))
+    return "not a client error", body_evidence(r)
+
+
+def _shape_problem(r: ProbeResult) -> tuple[Status, str] | None:
+    """What is wrong with an error body's shape (None: {"error": {"message": ...}})."""
+    try:
+        body = json.loads(r.body)
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return None
+    if isinstance(error, str):
+        return Status.WARN, "\"error\" is a string, not an object with a message"
+    if body is None:
+        return Status.FAIL, f"the body is not JSON ({r.media_type or 'no Content-Type'}), so there is no error.message"
+    return Status.FAIL, "the body is not {\"error\": {\"message\": ...}}"
+
+
 def _errors(refusals: Sequence[ProbeResult]) -> list[Finding]:
+    refusals = [r for r in refusals if not (r.status is None and r.cut)]
     if not refusals:
         return [Finding(c, Status.SKIP, "no request to refuse was sent to a served route")
                 for c in ("error.status", "error.shape")]
     status_w, shape_w = Worst("error.status"), Worst("error.shape")
     shaped = 0
     for r in refusals:
-        if r.status is None or not 400 <= r.status < 500:
-            what = "the refusal arrives inside a stream" if r.status == 200 else "not a client error"
-            status_w.add(Status.FAIL, f"{r.name}: {status_line(r)}: {what}", body_evidence(r))
+        problem = _status_problem(r)
+        if problem is not None:
+            status_w.add(Status.FAIL, f"{r.name}: {status_line(r)}: {problem[0]}", problem[1])
         if r.status is None or r.status < 400:
             continue
         shaped += 1
-        try:
-            body = json.loads(r.body)
-        except (ValueError, RecursionError, UnicodeDecodeError):
-            body = None
-        error = body.get("error") if isinstance(body, dict) else None
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            continue
-        status, what = ((Status.WARN, "\"error\" is a string, not an object with a message") if isinstance(error, str)
-                        else (Status.FAIL, "the body is not {\"error\": {\"message\": ...}}"))
-        shape_w.add(status, f"{r.name}: {what}", body_evidence(r))
+        shape = _shape_problem(r)
+        if shape is not None:
+            shape_w.add(shape[0], f"{r.name}: {shape[1]}", body_evidence(r))
     codes = ", ".join(str(r.status) for r in refusals)
     shape = shape_w.result(f"{shaped} error bod{'y' if shaped == 1 else 'ies'} shaped {{\"error\": {{\"message\"}}}}")
     if not shaped:
         shape = Finding("error.shape", Status.SKIP, "no error status came, so no error body to judge")
     return [status_w.result(f"refused with {codes}"), shape]
+
+
+def _not_json(probes: Sequence[ProbeResult]) -> Finding:
+    probes = [r for r in probes if not (r.status is None and r.cut)]
+    if not probes:
+        return Finding("error.not_json", Status.SKIP, "no body that is not JSON was sent to a served route")
+    worst = Worst("error.not_json")
+    for r in probes:
+        problem = _status_problem(r)
+        if problem is not None:
+            worst.add(Status.FAIL, f"{r.name}: {status_line(r)}: {problem[0]}", problem[1])
+        elif (shape := _shape_problem(r)) is not None:
+            worst.add(shape[0], f"{r.name}: HTTP {r.status}, but {shape[1]}", body_evidence(r))
+    return worst.result(f"refused with {', '.join(str(r.status) for r in probes)}, an OpenAI-shaped error")
+
+
+def _too_long(probes: Sequence[ProbeResult]) -> Finding:
+    worst = Worst("error.too_long")
+    fit: list[str] = []
+    for r in probes:
+        if r.status is None and r.cut:
+            fit.append(f"{r.name}: no answer before the checker's deadline (the server may be reading the prompt)")
+            continue
+        if r.status == 200 and r.is_event_stream and r.body:
+            st = Stream.of(r)
+            if _carries_error(st) and not any(isinstance(b.obj, dict) for b in st.scan.events if not is_done(b)):
+                worst.add(Status.FAIL, f"{r.name}: {status_line(r)}: the refusal is an `error:` field line, which "
+                          "parsers ignore: the client sees an answer with nothing in it", body_evidence(r, b"error"))
+            elif _carries_error(st):
+                worst.add(Status.WARN, f"{r.name}: the refusal arrives inside a 200 stream: a client learns of it "
+                          "only when it reads that event", body_evidence(r, b"error"))
+            elif r.cut or any(carries(c.get("delta")) for _, c in st.choices()) or any(
+                    isinstance(b.obj, dict) and str(b.obj.get("type", "")).endswith(".delta") for b in st.scan.events):
+                fit.append(f"{r.name}: the prompt ({len(r.request.content):,} bytes) fit the model's context: "
+                           "it was answered")
+            else:
+                worst.add(Status.FAIL, f"{r.name}: {status_line(r)}: accepted, but the stream carries neither "
+                          "an answer nor an error", body_evidence(r))
+            continue
+        problem = _status_problem(r)
+        if problem is not None:
+            worst.add(Status.FAIL, f"{r.name}: {status_line(r)}: {problem[0]}", problem[1])
+        elif (shape := _shape_problem(r)) is not None:
+            worst.add(shape[0], f"{r.name}: HTTP {r.status}, but {shape[1]}", body_evidence(r))
+    if worst.found is None and fit:
+        return Finding("error.too_long", Status.SKIP, "; ".join(fit))
+    if not probes:
+        return Finding("error.too_long", Status.SKIP, "no over-long prompt was sent to a served route")
+    return worst.result(f"refused with {', '.join(str(r.status) for r in probes)}, an OpenAI-shaped error")
 
 
 def _in_stream(streams: Sequence[Stream]) -> Finding:
@@ -90,8 +193,13 @@ def grade(results: Sequence[ProbeResult], *, dialect: str = "both") -> list[Find
     A Responses refusal probe is graded only when the Responses route answered the text probe with a 200 (a
     route that is not served refuses everything, which says nothing about its error shape)."""
     served = any(r.status == 200 for r in pick(results, "responses", "text"))
-    refusals = pick(results, "chat", "error") + (pick(results, "responses", "error") if served else [])
-    found = {f.check: f for f in _errors(refusals)}
+
+    def refused(kind: str) -> list[ProbeResult]:
+        return pick(results, "chat", kind) + (pick(results, "responses", kind) if served else [])
+
+    found = {f.check: f for f in _errors(refused("error"))}
+    found["error.not_json"] = _not_json(refused("not_json"))
+    found["error.too_long"] = _too_long(refused("too_long"))
     found["errors.in_stream"] = _in_stream(streams_of(results))
     if dialect in ("chat", "both"):
         found.update({f.check: f for f in chat_findings(results)})

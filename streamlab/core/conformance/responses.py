@@ -21,6 +21,7 @@ from streamlab.core.conformance.base import (
     grade_http,
     pick,
     streams_of,
+    unserved,
 )
 from streamlab.core.conformance.checks import Finding, ProbeResult, Status
 from streamlab.core.scan import Block
@@ -49,6 +50,31 @@ def _event_types(streams: Sequence[Stream]) -> Finding:
                 worst.add(Status.FAIL, f"{st.name}: event #{block.number} says event: {line} but its type is "
                           f"{obj['type']}", st.at(block, b"event:"))
     return worst.result("every event's event: line equals its JSON type")
+
+
+_WHERE = {
+    **{t: ("output_index",) for t in ("response.output_item.added", "response.output_item.done",
+                                      "response.function_call_arguments.delta",
+                                      "response.function_call_arguments.done")},
+    **{t: ("output_index", "content_index") for t in ("response.content_part.added", "response.content_part.done",
+                                                      "response.output_text.delta", "response.output_text.done",
+                                                      "response.refusal.delta", "response.refusal.done")},
+}
+"""The index fields the API reference gives each output event (every one of them also has a sequence_number)."""
+
+
+def _indexes(streams: Sequence[Stream]) -> Finding:
+    worst = Worst("responses.indexes")
+    seen = 0
+    for st in streams:
+        for block, obj in _typed(st):
+            wanted = _WHERE.get(obj["type"], ())
+            seen += bool(wanted)
+            missing = [k for k in wanted if not isinstance(obj.get(k), int) or isinstance(obj.get(k), bool)]
+            if missing:
+                worst.add(Status.FAIL, f"{st.name}: event #{block.number} ({obj['type']}) has no integer "
+                          f"{' or '.join(missing)}", st.at(block))
+    return worst.result(f"{seen} output event(s), each with its output_index (and content_index)")
 
 
 def _sequence(streams: Sequence[Stream]) -> Finding:
@@ -102,6 +128,8 @@ def _terminal(streams: Sequence[Stream]) -> Finding:
     for st in streams:
         typed = _typed(st)
         ends = [k for k, (_, obj) in enumerate(typed) if obj["type"] in RESPONSES_TERMINALS]
+        if not ends and st.cut:
+            continue  # the checker stopped reading before the end
         if not ends:
             last = typed[-1] if typed else None
             worst.add(Status.FAIL, f"{st.name}: no terminal event (the last was {last[1]['type'] if last else 'none'})",
@@ -113,6 +141,26 @@ def _terminal(streams: Sequence[Stream]) -> Finding:
             block, obj = typed[ends[0] + 1]
             worst.add(Status.FAIL, f"{st.name}: {obj['type']} comes after the terminal event", st.at(block))
     return worst.result(f"one terminal event, last, in each of {len(streams)} streams")
+
+
+def _incomplete(streams: Sequence[Stream]) -> Finding:
+    worst = Worst("responses.incomplete")
+    seen = []
+    for st in streams:
+        cap = st.result.request.cap
+        end = next(((b, o) for b, o in _typed(st) if o["type"] in RESPONSES_TERMINALS), None)
+        if end is None or cap is None:
+            continue
+        response = end[1].get("response") if isinstance(end[1].get("response"), dict) else {}
+        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+        made = usage.get("output_tokens")
+        if end[1]["type"] == "response.completed" and isinstance(made, int) and made >= cap:
+            worst.add(Status.FAIL, f"{st.name}: {made} output tokens reached max_output_tokens ({cap}), yet the "
+                      "answer ends response.completed, not response.incomplete", st.at(end[0], b'"usage"'))
+        else:
+            seen.append(f"{st.name}: {end[1]['type']}" + (f" at {made} of {cap} tokens" if isinstance(made, int)
+                                                           else ""))
+    return worst.result("; ".join(seen) or "no stream reached its terminal event")
 
 
 def _responses_usage(streams: Sequence[Stream]) -> Finding:
@@ -155,14 +203,21 @@ def _responses_arguments(st: Stream | None) -> Finding:
     return worst.result(f"{len(items)} function call(s), arguments parse as JSON objects")
 
 
+_READ = ("responses.event_type", "responses.sequence", "responses.indexes", "responses.done_matches",
+         "responses.terminal", "responses.incomplete", "responses.usage", "responses.arguments")
+
+
 def responses_findings(results: Sequence[ProbeResult]) -> list[Finding]:
-    answers = [r for r in pick(results, "responses") if r.request.kind != "error"]
+    answers = [r for r in pick(results, "responses") if r.request.kind in ("text", "tools")]
+    if (gone := unserved(answers)) is not None:
+        said = f"POST /{gone.request.route} answered HTTP {gone.status}: the server does not serve the Responses API"
+        return [Finding(c, Status.SKIP, f"{said} (nothing to grade)") for c in ("responses.http", "responses.framing",
+                                                                                *_READ)]
     streams = streams_of(answers)
     tools = next((st for st in streams if st.result.request.kind == "tools"), None)
     findings = [grade_http("responses.http", answers), grade_framing("responses.framing", streams, chat=False)]
     if not streams:
-        return findings + [Finding(c, Status.SKIP, "no Responses stream to read") for c in
-                           ("responses.event_type", "responses.sequence", "responses.done_matches",
-                            "responses.terminal", "responses.usage", "responses.arguments")]
-    return findings + [_event_types(streams), _sequence(streams), _done_matches(streams), _terminal(streams),
-                       _responses_usage(streams), _responses_arguments(tools)]
+        return findings + [Finding(c, Status.SKIP, "no Responses stream to read") for c in _READ]
+    return findings + [_event_types(streams), _sequence(streams), _indexes(streams), _done_matches(streams),
+                       _terminal(streams), _incomplete(streams), _responses_usage(streams),
+                       _responses_arguments(tools)]

@@ -43,9 +43,9 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 
 from streamlab.core.endings import Ending, Outcome
+from streamlab.core.words import Word
 
 __all__ = [
     "State",
@@ -65,21 +65,17 @@ __all__ = [
 ]
 
 
-class State(str, Enum):
+class State(Word):
     """Where a breaker is."""
 
     CLOSED = "closed"        # requests flow; failures in a row are counted
     OPEN = "open"            # requests are refused until the cool-down is over
     HALF_OPEN = "half_open"  # one probe may go; its result decides
 
-    def __str__(self) -> str:
-        return self.value
-
-    def __hash__(self) -> int:  # hash as the plain string it equals, like Ending
-        return hash(self.value)
 
 
-class Signal(str, Enum):
+
+class Signal(Word):
     """What happened, as the transition table sees it."""
 
     SUCCESS = "success"  # a healthy result
@@ -87,25 +83,17 @@ class Signal(str, Enum):
     TRIP = "trip"        # the unhealthy result that reaches the threshold of failures in a row
     COOLED = "cooled"    # the cool-down is over (seen when an open breaker is asked)
 
-    def __str__(self) -> str:
-        return self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
 
 
-class Health(str, Enum):
+
+class Health(Word):
     """What one result says about the upstream that produced it."""
 
     OK = "ok"            # it answered properly
     FAULT = "fault"      # it failed: counts towards opening the breaker
     NEUTRAL = "neutral"  # says nothing about the upstream (the client left, the request was wrong)
 
-    def __str__(self) -> str:
-        return self.value
 
-    def __hash__(self) -> int:
-        return hash(self.value)
 
 
 TRANSITIONS: dict[tuple[State, Signal], State] = {

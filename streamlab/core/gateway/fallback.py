@@ -34,15 +34,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from enum import Enum
 
 from streamlab.core.endings import TRANSPORT_FAILURES, Ending
 from streamlab.core.retry import is_retryable_status
+from streamlab.core.words import Word
 
 __all__ = ["Move", "Situation", "Verdict", "worth_another", "decide", "remaining", "MOVES"]
 
 
-class Move(str, Enum):
+class Move(Word):
     """What the gateway does after a failed attempt."""
 
     FAIL_OVER = "fail_over"    # send the request to the next upstream: nothing of this answer was shown
@@ -50,11 +50,7 @@ class Move(str, Enum):
     RESUME = "resume"          # reconnect to the same upstream and continue the same response after its cursor
     MARKED_END = "marked_end"  # end the stream with the marked final event (the client's SDK raises on it)
 
-    def __str__(self) -> str:
-        return self.value
 
-    def __hash__(self) -> int:
-        return hash(self.value)
 
 
 MOVES = tuple(m.value for m in Move)

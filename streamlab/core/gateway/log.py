@@ -22,10 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streamlab.core.endings import Ending
+from streamlab.core.gateway.breaker import Health
+from streamlab.core.gateway.fallback import Move
 from streamlab.core.relay.stream import SUMMARY_FIELDS, summary_line
 from streamlab.core.sse import SSEEvent
+from streamlab.core.words import Word
 
-__all__ = ["LOG_FIELDS", "AttemptNote", "log_record", "request_id_of", "tokens_of", "log_line"]
+__all__ = ["LOG_FIELDS", "Attempt", "AttemptNote", "log_record", "request_id_of", "tokens_of", "log_line"]
 
 LOG_FIELDS: dict[str, str] = {
     **SUMMARY_FIELDS,
@@ -46,20 +50,35 @@ LOG_FIELDS: dict[str, str] = {
 """Every field of a gateway log line, in order, and what it holds."""
 
 
+class Attempt(Word):
+    """What one upstream's turn came to, in the log line's `tried`: its breaker's verdict, or refused unsent."""
+
+    OK = "ok"            # it answered properly
+    FAULT = "fault"      # it failed in a way that counts against it
+    NEUTRAL = "neutral"  # says nothing about the upstream (the client left, the request was wrong)
+    REFUSED = "refused"  # its circuit breaker said no: nothing was sent
+
+    @classmethod
+    def of(cls, health: Health) -> Attempt:
+        """The attempt's result when its upstream's breaker heard `health`."""
+        return cls(health.value)
+
+
 @dataclass(frozen=True)
 class AttemptNote:
     """What happened with one upstream during one request (an entry of the log line's `tried`)."""
 
     upstream: str
-    result: str  # ok, fault, neutral, or refused (its breaker said no)
+    result: Attempt
     status: int | None = None
-    ending: str | None = None
-    move: str | None = None  # fail_over, pass_error, resume, marked_end; None when nothing followed
+    ending: Ending | None = None
+    move: Move | None = None  # None when nothing followed
     detail: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"upstream": self.upstream, "result": self.result, "status": self.status, "ending": self.ending,
-                "move": self.move, "detail": self.detail}
+        return {"upstream": self.upstream, "result": self.result.value, "status": self.status,
+                "ending": None if self.ending is None else self.ending.value,
+                "move": None if self.move is None else self.move.value, "detail": self.detail}
 
 
 def request_id_of(headers: Mapping[str, str], first_event: SSEEvent | None) -> str | None:
@@ -99,7 +118,7 @@ def log_record(summary: Mapping[str, Any], *, request_id: str | None, upstream: 
     `summary` is the relay summary of the stream the client got (`RelayedStream.summary()`), `tried` the
     notes on each upstream considered, `upstream` the one that answered, `status` the status the client got
     (default: the summary's)."""
-    sent = [note for note in tried if note.result != "refused"]
+    sent = [note for note in tried if note.result is not Attempt.REFUSED]
     first_sent = sent[0].upstream if sent else None
     record: dict[str, Any] = {key: summary.get(key) for key in SUMMARY_FIELDS}
     record.update({

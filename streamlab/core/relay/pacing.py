@@ -17,12 +17,13 @@ A keep-alive resets the downstream clock even when `RelayedStream.keepalive` dec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+
+from streamlab.core.words import Word
 
 __all__ = ["Due", "Pacing"]
 
 
-class Due(str, Enum):
+class Due(Word):
     """What a forwarding loop must do once `Pacing.wait` has passed."""
 
     NOTHING = "nothing"            # woken early (or too early to act): wait again

@@ -34,7 +34,8 @@ EVENT_STREAM_HEADERS: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class Reply:
-    """One JSON response. `wait` seconds pass first (watching the client). `close` ends the connection
+    """One response: a JSON `body` (or bytes, sent as they are as text/plain, like a framework's plain-text
+    error page). `wait` seconds pass first (watching the client). `close` ends the connection
     after it; `drain` first reads and drops whatever request bytes are still arriving, so that closing
     does not reset the connection under the reply."""
 

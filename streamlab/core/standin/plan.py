@@ -140,6 +140,11 @@ def _read_json(head: RequestHead, body: bytes) -> dict[str, Any] | Reply:
     return req
 
 
+CONTEXT_TOKENS = 32_768
+"""The stand-in model's context: a prompt longer than this (four characters of its JSON to a token) gets the real
+API's 400 `context_length_exceeded`."""
+
+
 def _check_fields(room: Room, req: dict[str, Any], dialect: str) -> Reply | None:
     """The first thing the real API would refuse in this body, as its 400 (same message, param and code), or
     None. Only the model is checked in a lenient room (`require_input=False`)."""
@@ -157,6 +162,11 @@ def _check_fields(room: Room, req: dict[str, Any], dialect: str) -> Reply | None
         problem = _check_messages(req["messages"])
         if problem is not None:
             return problem
+    tokens = len(json.dumps(req[name])) // 4
+    if tokens > CONTEXT_TOKENS:
+        return _error(400, f"This model's maximum context length is {CONTEXT_TOKENS} tokens. However, your "
+                      f"{'messages' if dialect == 'chat' else 'input'} resulted in about {tokens} tokens. Please "
+                      "reduce the length.", param=name, code="context_length_exceeded")
     stream = req.get("stream")
     if stream is not None and not isinstance(stream, bool):
         return _invalid_type("stream", stream)
@@ -188,7 +198,10 @@ def _check_messages(messages: list[Any]) -> Reply | None:
 def _create(room: Room, request: Request, learner: str, dialect: str) -> Decision:
     req = _read_json(request.head, request.body)
     if isinstance(req, Reply):
-        return Decision(req, Note(learner=learner))
+        if room.options.profile is None:
+            return Decision(req, Note(learner=learner))
+        refused = ErrorEpisode(req.status, req.body, req.headers)  # a profile may refuse it its own way
+        return _answer(room, request.head, learner, dialect, {}, refused, Note(learner=learner), not_json=True)
     problem = _check_fields(room, req, dialect)
     stream = req.get("stream") is True
     profile = room.options.profile
@@ -213,12 +226,12 @@ def _create(room: Room, request: Request, learner: str, dialect: str) -> Decisio
 
 
 def _answer(room: Room, head: RequestHead, learner: str, dialect: str, req: dict[str, Any],
-            ep: Episode | ErrorEpisode, note: Note) -> Decision:
+            ep: Episode | ErrorEpisode, note: Note, *, not_json: bool = False) -> Decision:
     """Play `ep` for this request: through the room's provider profile first, when there is one (the one place
-    a profile applies), then as a JSON reply, a whole body, or a stream."""
+    a profile applies), then as a JSON reply, a whole body, or a stream. `not_json`: the body was not JSON."""
     profile = room.options.profile
     if profile is not None:
-        ep = apply_profile(profile, ep, dialect=dialect, request=req)
+        ep = apply_profile(profile, ep, dialect=dialect, request=req, not_json=not_json)
     if isinstance(ep, ErrorEpisode):
         return Decision(Reply(ep.status, ep.body, ep.headers, wait=ep.wait), note)
     if ep.store_as:

@@ -34,27 +34,36 @@ from streamlab.core.standin.quirks import FAULTS, Context, apply_usage_rule, fra
 from streamlab.core.standin.script import Episode, ErrorEpisode, paced
 
 __all__ = ["Quirk", "Profile", "PROFILES", "PROFILE_NAMES", "get_profile", "answer_episode", "apply_profile",
-           "ANSWER_PIECES"]
+           "ANSWER_PIECES", "CAPTURES", "LLAMA_CPP_PYTHON_CAPTURES", "LLAMA_SERVER_CAPTURES"]
 
 ANSWER_PIECES = ["One", ", two", ", three", ", four", ", five", "."]
 """The text every profile's built-in answer streams (one piece per chunk)."""
 
 
+CAPTURES = "streamlab/data/captures"
+"""Where the real captures live (`streamlab.net.capture` writes them): one folder per server, version and model."""
+LLAMA_CPP_PYTHON_CAPTURES = f"{CAPTURES}/llama-cpp-python-0.3.36-gemma3-270m-q4_k_m"
+LLAMA_SERVER_CAPTURES = f"{CAPTURES}/llama-server-0.3.36-gemma3-270m-q4_k_m"
+"""llama-server built from the llama.cpp that llama-cpp-python 0.3.36 vendors (`streamlab.net.model`)."""
+
+
 @dataclass(frozen=True)
 class Quirk:
     """One documented difference: the `check` that reports it, with which `status`, `what` the server does,
-    the `sources` that document it, and the `fault` that reproduces it."""
+    the `sources` that document it, the `fault` that reproduces it, and the `capture` that shows it (the
+    path of a real capture's bytes, `NAME.sse` beside its record `NAME.json`; "" when there is none)."""
 
     check: str
     status: Status
     what: str
     sources: tuple[str, ...]
     fault: str
+    capture: str = ""
 
     def __post_init__(self) -> None:
         if self.check not in CHECKS:
             raise ValueError(f"quirk names an unknown check {self.check!r}")
-        if self.fault not in FAULTS and self.fault != "responses_not_served":
+        if self.fault not in FAULTS:
             raise ValueError(f"quirk names an unknown fault {self.fault!r}")
         if self.status not in (Status.WARN, Status.FAIL):
             raise ValueError(f"a quirk is a warn or a fail, not {self.status}")
@@ -64,7 +73,8 @@ class Quirk:
 class Profile:
     """A server at a version: its `name`, a one-line `title`, the `doc` (where its behaviour is documented),
     its `quirks`, its `variations` (faults that must draw no finding), and `responses_404`, the body of the
-    404 it answers `/v1/responses` with when that route is not served (None: it is served)."""
+    404 it answers `/v1/responses` with when that route is not served (None: it is served; the checker skips
+    the Responses checks of a route that is not served, and says so)."""
 
     name: str
     title: str
@@ -76,7 +86,7 @@ class Profile:
     @property
     def faults(self) -> tuple[str, ...]:
         """The faults to apply, in order: each quirk's fault (once), then the variations."""
-        names = [q.fault for q in self.quirks if q.fault != "responses_not_served"] + list(self.variations)
+        names = [q.fault for q in self.quirks] + list(self.variations)
         return tuple(dict.fromkeys(names))
 
     def expected(self) -> dict[str, Status]:
@@ -130,8 +140,10 @@ def _vllm() -> Profile:
         Quirk("error.shape", F, 'errors are {"object": "error", "message": ...}, not {"error": {...}}',
               ("https://github.com/vllm-project/vllm/issues/12886",
                "https://github.com/vllm-project/vllm/pull/22099"), "error_flat_envelope"),
-        Quirk("responses.http", F, "no /v1/responses route: 404",
-              ("https://github.com/vllm-project/vllm/issues/14721",), "responses_not_served"),
+        Quirk("error.not_json", F, "so is the refusal of a body that is not JSON",
+              ("https://github.com/vllm-project/vllm/issues/12886",), "error_flat_envelope"),
+        Quirk("error.too_long", F, "and the refusal of a prompt over the context",
+              ("https://github.com/vllm-project/vllm/issues/12886",), "error_flat_envelope"),
     ), responses_404={"detail": "Not Found"})
 
 
@@ -162,8 +174,6 @@ def _ollama() -> Profile:
               "drop_usage"),
         Quirk("tools.index", F, "tool-call fragments come without an index",
               ("https://github.com/ollama/ollama/issues/7881",), "tool_call_no_index"),
-        Quirk("responses.http", F, "no /v1/responses route: 404",
-              ("https://github.com/ollama/ollama/blob/v0.4.6/docs/openai.md",), "responses_not_served"),
     ), variations=("tool_call_in_one_chunk",),
         responses_404={"error": {"message": "404 page not found", "type": "not_found", "param": None, "code": None}})
 
@@ -194,7 +204,8 @@ def _litellm() -> Profile:
 
 
 def _llamacpp() -> Profile:
-    """llama.cpp's `llama-server`, builds of summer 2025 (about b5900 to b6250).
+    """llama.cpp's `llama-server`, builds of summer 2025 (about b5900 to b6250). The current one differs (it
+    sends usage only when asked, refuses with 400s and serves Responses): that is the `llama-server` profile.
 
     * Usage is always sent, asked for or not (https://github.com/ggml-org/llama.cpp/issues/12102), on the
       finish chunk rather than in a chunk of its own, with a `timings` object beside it
@@ -220,8 +231,8 @@ def _llamacpp() -> Profile:
         Quirk("errors.in_stream", F, "the error is an error: field line, which SSE parsers ignore",
               ("https://github.com/ggml-org/llama.cpp/issues/16104",
                "https://github.com/ggml-org/llama.cpp/pull/16109"), "error_in_stream_field"),
-        Quirk("responses.http", F, "no /v1/responses route: 404",
-              ("https://github.com/ggml-org/llama.cpp/issues/14702",), "responses_not_served"),
+        Quirk("error.too_long", F, "a streamed prompt over the context gets that treatment too (a 400 since "
+              "PR 16486)", ("https://github.com/ggml-org/llama.cpp/pull/16486",), "error_in_stream_field"),
     ), variations=("timings",),
         responses_404={"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
 
@@ -243,14 +254,98 @@ def _broken() -> Profile:
         Quirk("tools.header", W, "the call's id and type come on every fragment", (), "tool_id_every_fragment"),
         Quirk("error.status", F, "a refused request gets a 500", (), "error_500_detail"),
         Quirk("error.shape", F, 'the error body is {"detail": ...}', (), "error_500_detail"),
+        Quirk("error.not_json", F, "a body that is not JSON gets the same 500", (), "error_500_detail"),
+        Quirk("error.too_long", F, "a prompt over the context gets the same 500", (), "error_500_detail"),
         Quirk("responses.sequence", F, "a sequence_number is repeated", (), "seq_repeat"),
         Quirk("responses.done_matches", F, "output_text.done says more than its deltas", (), "done_text_differs"),
         Quirk("responses.terminal", F, "the terminal event comes twice", (), "double_terminal"),
     ), variations=("ping_comments",))
 
 
+def _llama_cpp_python() -> Profile:
+    """llama-cpp-python 0.3.36's server (`python -m llama_cpp.server --chat_format gemma`), serving Gemma 3 270M.
+
+    Every quirk is shown by a real capture in streamlab/data/captures/llama-cpp-python-0.3.36-gemma3-270m-q4_k_m/
+    (NAME.sse, the bytes; NAME.json, the request and the time of every read), written by `streamlab.net.capture`:
+
+    * `stream_options.include_usage` is ignored: no usage chunk is ever streamed (capture `include-usage`;
+      https://github.com/abetlen/llama-cpp-python/issues/1640, and the unmerged
+      https://github.com/abetlen/llama-cpp-python/pull/1552).
+    * `tool_choice: "required"` (and "auto") is silently ignored with the gemma chat format: the model answers in
+      text (capture `tool-choice-required`). Only a tool_choice that names the function gets a call, and that
+      call (capture `tool-named`) repeats its `id`, `type` and the function's whole name in every fragment, sends
+      `"role": null` on every delta after the first, and sends each fragment again as the deprecated
+      `function_call`. Joined the way the official SDK joins fragments, the name reads
+      `get_weatherget_weather...`.
+    * A request that fails validation (`messages` not a list) gets a 500 `internal_server_error`, its message
+      quoting the server's source file and line (capture `error-messages-not-list`; the capture's record says
+      where it redacted the paths). A body that is not JSON breaks the error handler itself, and Starlette
+      answers a plain-text 500 "Internal Server Error" (capture `error-not-json`).
+    * A streamed prompt longer than the context gets a 200 with an empty body: no event, no error (capture
+      `prompt-over-context`).
+    * No `/v1/responses`: FastAPI's 404 `{"detail": "Not Found"}`, which the checker reports as a skip.
+
+    Not graded by the checker: a request with no `messages` is accepted and generates until the context is full
+    (capture `no-messages`); a second request mid-stream ends the first with `[DONE]` and no finish_reason
+    (capture `interrupted`).
+    """
+    cap = LLAMA_CPP_PYTHON_CAPTURES
+    return Profile("llama-cpp-python", "llama-cpp-python 0.3.36 server, gemma chat format", "", (
+        Quirk("usage.chunk", F, "stream_options.include_usage is ignored: no usage is streamed",
+              ("https://github.com/abetlen/llama-cpp-python/issues/1640",), "drop_usage", f"{cap}/include-usage.sse"),
+        Quirk("tools.required", F, 'tool_choice "required" is ignored: the answer is text', (), "required_ignored",
+              f"{cap}/tool-choice-required.sse"),
+        Quirk("tools.header", W, "a named call repeats its id and type in every fragment", (),
+              "tool_id_every_fragment", f"{cap}/tool-named.sse"),
+        Quirk("tools.name", F, "a named call repeats the function's whole name in every fragment", (),
+              "tool_name_every_fragment", f"{cap}/tool-named.sse"),
+        Quirk("chat.role_repeated", W, '"role": null on every delta of a call after the first', (),
+              "role_null_in_tool_calls", f"{cap}/tool-named.sse"),
+        Quirk("tools.legacy", W, "each call fragment is sent again as the deprecated function_call", (),
+              "legacy_function_call", f"{cap}/tool-named.sse"),
+        Quirk("error.status", F, "a request that fails validation gets a 500 quoting the server's source file", (),
+              "validation_500_traceback", f"{cap}/error-messages-not-list.sse"),
+        Quirk("error.not_json", F, 'a body that is not JSON gets a plain-text 500 "Internal Server Error"', (),
+              "not_json_500_text", f"{cap}/error-not-json.sse"),
+        Quirk("error.too_long", F, "a streamed prompt over the context gets a 200 with an empty body", (),
+              "too_long_empty_200", f"{cap}/prompt-over-context.sse"),
+    ), responses_404={"detail": "Not Found"})
+
+
+def _llama_server() -> Profile:
+    """llama.cpp's `llama-server`, built from the llama.cpp that llama-cpp-python 0.3.36 vendors, serving Gemma 3
+    270M (`--jinja`).
+
+    The Chat stream is the documented one (usage only when `include_usage` asks for it, in its own chunk, with a
+    `timings` object beside it: an extra field, harmless), refusals are 400s shaped `{"error": {...}}`, and
+    `/v1/responses` is served. Real captures in streamlab/data/captures/llama-server-0.3.36-gemma3-270m-q4_k_m/
+    show what differs:
+
+    * Responses events carry no `sequence_number`, no `output_index` and no `content_index` (capture
+      `responses-text`): the official SDK's `responses.stream()` raises TypeError, and
+      `streamlab.core.accumulate.ResponsesAccumulator` a FrameError. They are added by
+      https://github.com/ggml-org/llama.cpp/pull/24957 (open as of this writing).
+    * An answer stopped by `max_output_tokens` ends `response.completed`, not `response.incomplete` (capture
+      `responses-max-output-tokens`; Gemma 270M is a base model, so every answer runs to the bound).
+    * A body that is not JSON gets a 500 with the JSON library's parse error as the message (capture
+      `error-not-json`).
+    """
+    cap = LLAMA_SERVER_CAPTURES
+    return Profile("llama-server", "llama.cpp llama-server (as vendored by llama-cpp-python 0.3.36)", "", (
+        Quirk("responses.sequence", F, "Responses events carry no sequence_number",
+              ("https://github.com/ggml-org/llama.cpp/pull/24957",), "no_sequence_number",
+              f"{cap}/responses-text.sse"),
+        Quirk("responses.indexes", F, "Responses events carry no output_index or content_index",
+              ("https://github.com/ggml-org/llama.cpp/pull/24957",), "no_output_indexes", f"{cap}/responses-text.sse"),
+        Quirk("responses.incomplete", F, "an answer stopped by max_output_tokens ends response.completed", (),
+              "completed_at_cap", f"{cap}/responses-max-output-tokens.sse"),
+        Quirk("error.not_json", F, "a body that is not JSON gets a 500", (), "not_json_500",
+              f"{cap}/error-not-json.sse"),
+    ), variations=("timings",))
+
+
 PROFILES: dict[str, Profile] = {p.name: p for p in map(_profile, (_openai, _vllm, _ollama, _litellm, _llamacpp,
-                                                                      _broken))}
+                                                                      _broken, _llama_cpp_python, _llama_server))}
 """Every profile, by name."""
 
 PROFILE_NAMES: tuple[str, ...] = tuple(PROFILES)
@@ -326,11 +421,12 @@ def answer_episode(dialect: str, request: Mapping[str, Any]) -> Episode:
 
 
 def apply_profile(profile: Profile, answer: Episode | ErrorEpisode, *, dialect: str,
-                  request: Mapping[str, Any]) -> Episode | ErrorEpisode:
+                  request: Mapping[str, Any], not_json: bool = False) -> Episode | ErrorEpisode:
     """What a server with `profile` sends instead of `answer` (the documented episode, or the documented error
     reply) to `request`, on the `dialect`'s route: the same steps and timing, the frames changed by the
-    profile's faults, usage sent as the profile's usage rule says."""
-    ctx = Context(dialect, request)
+    profile's faults, usage sent as the profile's usage rule says. `not_json`: the request's body was not
+    JSON at all (`request` is then empty, and `answer` the documented 400)."""
+    ctx = Context(dialect, request, not_json)
     if dialect == "responses" and profile.responses_404 is not None:
         return ErrorEpisode(404, dict(profile.responses_404))
     faults = [FAULTS[name] for name in profile.faults]

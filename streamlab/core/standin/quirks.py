@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from streamlab.core.shapes import chat_usage, sse_comment, sse_frame, to_json
+from streamlab.core.shapes import chat_text_stream, chat_usage, sse_comment, sse_frame, to_json
 from streamlab.core.sse import parse
 from streamlab.core.standin.script import Episode, ErrorEpisode, Send, Step, split_frames
 
@@ -67,10 +67,12 @@ class Frame:
 
 @dataclass(frozen=True)
 class Context:
-    """What a fault may know about the request: the `dialect` ("chat" or "responses") and its JSON body."""
+    """What a fault may know about the request: the `dialect` ("chat" or "responses"), its JSON body, and
+    whether the body was `not_json` at all (then `request` is empty)."""
 
     dialect: str
     request: Mapping[str, Any]
+    not_json: bool = False
 
     @property
     def wants_usage(self) -> bool:
@@ -327,6 +329,65 @@ def _ping_comments(frames: list[Frame], ctx: Context) -> list[Frame]:
     return out
 
 
+def _tool_name_every_fragment(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-cpp-python (a named tool_choice): the function's whole name in every fragment of the call."""
+    def fix(frag: dict[str, Any], first: dict[int, dict[str, Any]]) -> None:
+        name = (first.get(frag.get("index", -1), {}).get("function") or {}).get("name")
+        if name:
+            frag["function"] = {"name": name, **{k: v for k, v in (frag.get("function") or {}).items()
+                                                 if k != "name"}}
+    return _fragments(frames, fix)
+
+
+def _calls_tools(frame: Frame) -> bool:
+    return frame.chunk is not None and any(isinstance(c, dict) and (c.get("delta") or {}).get("tool_calls")
+                                           for c in frame.obj["choices"])
+
+
+def _role_null_in_tool_calls(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-cpp-python's tool-call streams: `"role": null` on every delta after the first."""
+    if not any(_calls_tools(f) for f in frames):
+        return frames
+    seen: set[int] = set()
+
+    def fix(choice: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(choice.get("delta"), dict) and isinstance(choice.get("index"), int):
+            if choice["index"] in seen:
+                choice["delta"] = {"role": None, **{k: v for k, v in choice["delta"].items() if k != "role"}}
+            seen.add(choice["index"])
+        return choice
+    return _map_choices(frames, fix)
+
+
+def _legacy_function_call(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-cpp-python: each tool-call fragment is also sent as the deprecated `delta.function_call`."""
+    def fix(choice: dict[str, Any]) -> dict[str, Any]:
+        delta = choice.get("delta")
+        calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+        if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+            fn = calls[0].get("function") or {}
+            delta["function_call"] = {k: fn[k] for k in ("name", "arguments") if k in fn}
+        return choice
+    return _map_choices(frames, fix)
+
+
+TEXT_INSTEAD = ["I would", " check the", " weather in", " Paris for", " you."]
+"""What a server that ignores tool_choice "required" answers instead of the call."""
+
+
+def _required_ignored(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-cpp-python (gemma chat format): tool_choice "required" (or "auto") is ignored and the model answers
+    in text; only a tool_choice that names the function gets a call. The text keeps the answer's slots."""
+    if ctx.request.get("tool_choice", "auto") not in ("required", "auto") or not any(_calls_tools(f) for f in frames):
+        return frames
+    first = next((f.obj for f in frames if f.chunk is not None), {})
+    text = [_frame(0, raw) for raw in chat_text_stream(
+        TEXT_INSTEAD, include_usage=ctx.wants_usage, model=str(first.get("model", "model-a")),
+        completion_id=str(first.get("id", "chatcmpl-demo")))]
+    slots = [f.slot for f in frames]
+    return [replace(f, slot=slots[min(k, len(slots) - 1)]) for k, f in enumerate(text)]
+
+
 # -- Responses faults ----------------------------------------------------------------------------------------------
 
 
@@ -363,6 +424,41 @@ def _double_terminal(frames: list[Frame], ctx: Context) -> list[Frame]:
     return frames[:typed[-1] + 1] + [again] + frames[typed[-1] + 1:]
 
 
+def _drop_keys(frames: list[Frame], keys: tuple[str, ...]) -> list[Frame]:
+    return [f.changed({k: v for k, v in f.obj.items() if k not in keys})
+            if isinstance(f.obj, dict) and isinstance(f.obj.get("type"), str) and any(k in f.obj for k in keys)
+            else f for f in frames]
+
+
+def _no_sequence_number(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-server: Responses events without `sequence_number`."""
+    return _drop_keys(frames, ("sequence_number",))
+
+
+def _no_output_indexes(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-server: Responses events without `output_index` and `content_index`."""
+    return _drop_keys(frames, ("output_index", "content_index"))
+
+
+def _completed_at_cap(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-server with a base model: the answer runs to `max_output_tokens` (a base model rambles until the
+    cap; the stand-in's short answer is counted as if it had) and still ends `response.completed`, not
+    `response.incomplete`."""
+    cap = ctx.request.get("max_output_tokens")
+    if not isinstance(cap, int) or isinstance(cap, bool):
+        return frames
+    out = []
+    for f in frames:
+        response = f.obj.get("response") if isinstance(f.obj, dict) else None
+        usage = response.get("usage") if isinstance(response, dict) else None
+        if f.obj.get("type") == "response.completed" and isinstance(usage, dict):
+            given = usage.get("input_tokens") if isinstance(usage.get("input_tokens"), int) else 0
+            usage = {**usage, "output_tokens": cap, "total_tokens": given + cap}
+            f = f.changed({**f.obj, "response": {**response, "usage": usage}})
+        out.append(f)
+    return out
+
+
 # -- error faults ----------------------------------------------------------------------------------------------------
 
 
@@ -391,6 +487,49 @@ def _error_500_detail(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
     return ErrorEpisode(500, {"detail": "Internal Server Error"}, ep.headers, ep.wait)
 
 
+def _code(ep: ErrorEpisode) -> Any:
+    error = ep.body.get("error") if isinstance(ep.body, Mapping) else None
+    return error.get("code") if isinstance(error, Mapping) else None
+
+
+TRACEBACK_TAIL = ('\n\n  File "/usr/lib/python3/site-packages/llama_cpp/server/app.py", line 376, in '
+                  'create_chat_completion\n    POST /v1/chat/completions')
+"""How llama-cpp-python's 500 message ends: FastAPI's pointer into the server's source (the path shortened)."""
+
+
+def _validation_500_traceback(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
+    """llama-cpp-python: a request that fails validation gets a 500 (its route handler catches FastAPI's
+    validation error as an unexpected exception), the message quoting the server's source file."""
+    if ep.status != 400 or ctx.not_json or _code(ep) == "context_length_exceeded":
+        return ep
+    message = f"1 validation error:\n  {{'msg': {_message(ep)!r}}}{TRACEBACK_TAIL}"
+    body = {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}}
+    return ErrorEpisode(500, body, ep.headers, ep.wait)
+
+
+def _not_json_500_text(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
+    """llama-cpp-python: a body that is not JSON crashes its error handler, and Starlette answers a plain-text
+    500 "Internal Server Error"."""
+    return ErrorEpisode(500, b"Internal Server Error", ep.headers, ep.wait) if ctx.not_json else ep
+
+
+def _not_json_500(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
+    """llama-server: a body that is not JSON is a 500 with nlohmann::json's parse error as the message."""
+    if not ctx.not_json:
+        return ep
+    message = ("[json.exception.parse_error.101] parse error at line 1, column 94: syntax error while parsing "
+               "array - unexpected end of input; expected ']'")
+    return ErrorEpisode(500, {"error": {"code": 500, "message": message, "type": "server_error"}}, ep.headers, ep.wait)
+
+
+def _too_long_empty_200(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode | Episode:
+    """llama-cpp-python: a streamed prompt longer than the context is a 200 with an empty body (the error is
+    raised inside the generator, after the headers went out)."""
+    if _code(ep) != "context_length_exceeded" or not ctx.streamed:
+        return ep
+    return Episode([])
+
+
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("omit_null_finish", "chat", _omit_null_finish, 'leaves "finish_reason" out while it is null'),
     Fault("role_every_delta", "chat", _role_every_delta, 'repeats "role": "assistant" in every delta'),
@@ -411,7 +550,20 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("no_done", "chat", _no_done, "ends the body without data: [DONE]"),
     Fault("id_changes", "chat", _id_changes, "gives every chunk another id"),
     Fault("ping_comments", "chat", _ping_comments, "sends : ping comments between frames (allowed: comments)"),
+    Fault("tool_name_every_fragment", "chat", _tool_name_every_fragment,
+          "repeats the function's whole name in every fragment of a call"),
+    Fault("role_null_in_tool_calls", "chat", _role_null_in_tool_calls,
+          'sends "role": null on every delta after the first of a tool-call stream'),
+    Fault("legacy_function_call", "chat", _legacy_function_call,
+          "sends each tool-call fragment again as the deprecated function_call"),
+    Fault("required_ignored", "chat", _required_ignored,
+          'ignores tool_choice "required" (and "auto"): answers in text'),
     Fault("seq_repeat", "responses", _seq_repeat, "repeats a sequence_number"),
+    Fault("no_sequence_number", "responses", _no_sequence_number, "sends events without sequence_number"),
+    Fault("no_output_indexes", "responses", _no_output_indexes,
+          "sends events without output_index and content_index"),
+    Fault("completed_at_cap", "responses", _completed_at_cap,
+          "runs to max_output_tokens and still ends response.completed"),
     Fault("done_text_differs", "responses", _done_text_differs, "says more in output_text.done than in its deltas"),
     Fault("double_terminal", "responses", _double_terminal, "sends the terminal event twice"),
     Fault("error_flat_envelope", "error", _error_flat_envelope,
@@ -419,5 +571,12 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("error_in_stream_field", "error", _error_in_stream_field,
           "answers a refused streaming request with 200 and an error: field line"),
     Fault("error_500_detail", "error", _error_500_detail, 'answers errors with 500 {"detail": ...}'),
+    Fault("validation_500_traceback", "error", _validation_500_traceback,
+          "answers a request that fails validation with a 500 quoting the server's source file"),
+    Fault("not_json_500_text", "error", _not_json_500_text,
+          'answers a body that is not JSON with a plain-text 500 "Internal Server Error"'),
+    Fault("not_json_500", "error", _not_json_500, "answers a body that is not JSON with a 500"),
+    Fault("too_long_empty_200", "error", _too_long_empty_200,
+          "answers a streamed prompt over the context with a 200 and an empty body"),
 )}
 """Every fault a profile can name."""

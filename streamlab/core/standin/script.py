@@ -148,10 +148,11 @@ class Episode:
 
 @dataclass(frozen=True)
 class ErrorEpisode:
-    """An HTTP error before any stream: `status`, a JSON `body`, extra `headers`, after `wait` seconds."""
+    """An HTTP error before any stream: `status`, a JSON `body` (bytes: a plain-text body), extra `headers`,
+    after `wait` seconds."""
 
     status: int
-    body: Mapping[str, Any]
+    body: Mapping[str, Any] | bytes
     headers: tuple[tuple[str, str], ...] = ()
     wait: float = 0.0
 

@@ -38,7 +38,7 @@ from starlette.types import Receive, Scope, Send
 from streamlab.core.endings import Ending, Outcome
 from streamlab.core.gateway.breaker import Health, Permit, health_of
 from streamlab.core.gateway.fallback import Move, Situation, decide
-from streamlab.core.gateway.log import AttemptNote, request_id_of
+from streamlab.core.gateway.log import Attempt, AttemptNote, request_id_of
 from streamlab.core.relay.pacing import Due, Pacing
 from streamlab.core.relay.stream import BOM, RelayedStream, raises_in_sdk
 from streamlab.core.sse import SSEEvent, is_event_stream, parse
@@ -156,7 +156,7 @@ class Exchange(Response):
         for i, upstream in enumerate(upstreams):
             permit = self.state.allow(upstream.name)
             if permit is None:
-                self.tried.append(AttemptNote(upstream.name, "refused", detail="its circuit breaker is open"))
+                self.tried.append(AttemptNote(upstream.name, Attempt.REFUSED, detail="its circuit breaker is open"))
                 continue
             failure = await self._attempt(upstream, permit, upstreams_left=len(upstreams) - i - 1)
             if failure is None:
@@ -198,7 +198,7 @@ class Exchange(Response):
                               retry_after=state.retry_after(response))
             return await self._failed(permit, failure, upstreams_left)
         state.record(upstream.name, permit, Health.OK, detail=f"HTTP {response.status_code}, not a stream")
-        self.tried.append(AttemptNote(upstream.name, "ok", response.status_code, Ending.NOT_EVENT_STREAM.value))
+        self.tried.append(AttemptNote(upstream.name, Attempt.OK, response.status_code, Ending.NOT_EVENT_STREAM))
         self.answered_by = upstream.name
         if isinstance(obj, dict) and obj.get("object") == "response" and isinstance(obj.get("id"), str):
             state.remember(obj["id"], upstream.name)
@@ -226,8 +226,8 @@ class Exchange(Response):
         left = 0 if self.stop.done() else upstreams_left  # a stopping gateway starts nothing new
         verdict = decide(Situation(0, failure.ending, failure.status, failure.in_stream_error, left))
         health = health_of(failure.ending, status=failure.status, content=failure.content)
-        self.tried.append(AttemptNote(failure.upstream, str(health), failure.status or failure.answered,
-                                      failure.ending.value, verdict.move.value, failure.detail))
+        self.tried.append(AttemptNote(failure.upstream, Attempt.of(health), failure.status or failure.answered,
+                                      failure.ending, verdict.move, failure.detail))
         self.state.record(failure.upstream, permit, failure)
         if verdict.move is Move.FAIL_OVER:
             return failure
@@ -265,7 +265,7 @@ class Exchange(Response):
     def _client_left(self, name: str, permit: Permit, when: str) -> None:
         why = f"the client left {when}"
         self.state.record(name, permit, Health.NEUTRAL, detail=why)
-        self.tried.append(AttemptNote(name, "neutral", ending=Ending.CLIENT_GONE.value, detail=why))
+        self.tried.append(AttemptNote(name, Attempt.NEUTRAL, ending=Ending.CLIENT_GONE, detail=why))
         self.answered_by = name
         self.rs.client_gone(self.state.perf(), why)
         self.status_sent = self.status_sent or 499
@@ -417,8 +417,7 @@ class Exchange(Response):
         health = health_of(ending, content=content)
         if record:
             self.state.record(name, permit, health, detail=detail or str(ending))
-        self.tried.append(AttemptNote(name, str(health), 200, ending.value, None if move is None else move.value,
-                                      detail))
+        self.tried.append(AttemptNote(name, Attempt.of(health), 200, ending, move, detail))
 
     async def _resume(self, upstream: Upstream, rs: RelayedStream) -> httpx.Response | None:
         """Ask the same upstream for the rest of the same response, after the last event handled."""

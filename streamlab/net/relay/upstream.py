@@ -28,7 +28,6 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import httpx
@@ -36,6 +35,7 @@ from starlette.requests import Request
 from starlette.types import Receive
 
 from streamlab.core.endings import Ending
+from streamlab.core.words import Word
 
 __all__ = ["Read", "Item", "UpstreamReader", "ending_of", "describe_break", "connect_failure", "disconnected",
            "cancel_all", "request_facts", "FORWARD_REQUEST", "FORWARD_RESPONSE", "STREAM_HEADERS",
@@ -58,7 +58,7 @@ def forwarded_response_headers(headers: httpx.Headers) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k in FORWARD_RESPONSE or k.startswith("x-ratelimit-")}
 
 
-class Read(str, Enum):
+class Read(Word):
     """What `UpstreamReader.next` hands out."""
 
     CHUNK = "chunk"  # bytes from the upstream

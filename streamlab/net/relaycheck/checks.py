@@ -140,9 +140,9 @@ def check_disconnects(run: CheckRun) -> None:
             record = run.standin.records(model)[-1]
         if raw.status != 200:
             run.add(name, 2, Outcome.CANCELLED, False, f"the relay answered {raw.status} {raw.error}".strip())
-        elif record.outcome != "client_gone" or record.finished_at is None:
+        elif record.ending != "client_gone" or record.finished_at is None:
             run.add(name, 2, Outcome.CANCELLED, False, f"{bound + 2.0:g} s after the client left, the upstream "
-                    f"request is still {record.outcome} (the relay kept it open)")
+                    f"request is still {record.ending} (the relay kept it open)")
         else:
             delay = max(record.finished_at - raw.closed_at, 0.0)
             run.add(name, 2, Outcome.CANCELLED, delay <= bound, f"the upstream saw its client go {delay * 1000:.0f} "

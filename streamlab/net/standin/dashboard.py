@@ -68,7 +68,7 @@ def visit_of(record: RequestRecord) -> Visit:
     ttft = record.write_times[0] - record.started_at if record.write_times else None
     return Visit(key=record.learner, request=record.index, finished=record.finished, model=record.model,
                  path=record.path, status=record.status,
-                 ending=str(record.outcome) if record.finished else None,
+                 ending=str(record.ending) if record.finished else None,
                  retry=int(retry) if retry.isdigit() and retry.isascii() else None, ttft=ttft)
 
 

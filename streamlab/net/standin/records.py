@@ -24,7 +24,8 @@ from typing import Any
 from streamlab.core.endings import Ending
 from streamlab.core.standin.actions import Note
 
-__all__ = ["RequestRecord", "RequestTotals", "RecordBook", "OpenRecord", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES"]
+__all__ = ["RequestRecord", "RequestTotals", "RecordBook", "OpenRecord", "DEFAULT_MAX_RECORDS",
+           "DEFAULT_MAX_RECORD_BYTES"]
 
 DEFAULT_MAX_RECORDS = 1000
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
@@ -34,7 +35,7 @@ DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 class RequestRecord:
     """What the server saw and did for one request (a snapshot; fetch again for newer state).
 
-    `outcome` is an `Ending` (a `str` enum, so it compares equal to its value): in_progress, complete (the
+    `ending` is an `Ending` (a `str` enum, so it compares equal to its value): in_progress, complete (the
     body ended cleanly), http_error (an error status was sent), cut (a scripted `Cut`), client_gone (the
     client closed or reset the connection before the end), cancelled (a cancel request stopped the stream)
     or stopped (the server shut down mid-stream). `learner` is the request's API key ("" without one).
@@ -61,7 +62,7 @@ class RequestRecord:
     written: bytes
     frames_written: int
     client_gone: bool
-    outcome: Ending
+    ending: Ending
     started_at: float
     finished_at: float | None
     resumed_after: str | None = None
@@ -104,7 +105,7 @@ class OpenRecord:
     bytes_written: int = 0
     frames_written: int = 0
     client_gone: bool = False
-    outcome: Ending = Ending.IN_PROGRESS
+    ending: Ending = Ending.IN_PROGRESS
     finished_at: float | None = None
     resumed_after: str | None = None
     write_times: list[float] = field(default_factory=list)
@@ -112,7 +113,7 @@ class OpenRecord:
     def snapshot(self) -> RequestRecord:
         return RequestRecord(
             self.index, self.method, self.path, dict(self.headers), self.body, self.json, self.model, self.episode,
-            self.stream, self.status, bytes(self.written), self.frames_written, self.client_gone, self.outcome,
+            self.stream, self.status, bytes(self.written), self.frames_written, self.client_gone, self.ending,
             self.started_at, self.finished_at, self.resumed_after, tuple(self.write_times), self.learner,
             self.bytes_written,
         )
@@ -187,7 +188,7 @@ class RecordBook:
         """The request is over: stamp it, count its ending, and feed it to the subscribers."""
         with self._cond:
             rec.finished_at = time.perf_counter()
-            self._endings[rec.outcome] += 1
+            self._endings[rec.ending] += 1
             snapshot = rec.snapshot()
             subscribers = list(self._subscribers)
             self._cond.notify_all()

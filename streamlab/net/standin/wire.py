@@ -53,7 +53,7 @@ from streamlab.core.standin.request import (
     request_line_reply,
 )
 from streamlab.core.standin.room import learner_of
-from streamlab.net.standin.records import RecordBook, OpenRecord
+from streamlab.net.standin.records import OpenRecord, RecordBook
 
 __all__ = ["Limits", "Host", "Connection", "PageHandler", "refuse_connection", "SERVER_NAME"]
 
@@ -326,7 +326,7 @@ class Connection:
             keep = self._exchange(head, rec)
         except (_Gone, OSError):
             stopping = self.host.stopping.is_set()
-            self.book.update(rec, outcome=Ending.STOPPED if stopping else Ending.CLIENT_GONE, client_gone=not stopping)
+            self.book.update(rec, ending=Ending.STOPPED if stopping else Ending.CLIENT_GONE, client_gone=not stopping)
         except Exception as exc:  # a bug in the stand-in: say so in a 500 rather than fall silent
             self._internal_error(exc, head, rec)
         finally:
@@ -354,7 +354,7 @@ class Connection:
         try:
             self._reply(Reply(500, error_body(message, "server_error"), close=True, drain=True), head, rec)
         except OSError:
-            self.book.update(rec, outcome=Ending.CLIENT_GONE, client_gone=True)
+            self.book.update(rec, ending=Ending.CLIENT_GONE, client_gone=True)
 
     # -- doing --
 
@@ -381,7 +381,7 @@ class Connection:
         # recorded before the bytes leave, so a client that has read them finds the record written;
         # if the write fails, the request is recorded as client_gone instead
         self.book.wrote(rec, out, False)
-        self.book.update(rec, status=reply.status, outcome=reply_ending(reply.status))
+        self.book.update(rec, status=reply.status, ending=reply_ending(reply.status))
         if reply.drain:
             self._drain()
         self._send(_json_head(reply, len(payload), close) + out)
@@ -411,12 +411,12 @@ class Connection:
                 self._send(b"%x\r\n%s\r\n" % (len(action.data), action.data))
                 self.book.wrote(rec, action.data, action.frame, at)
             elif isinstance(action, Close):
-                self.book.update(rec, outcome=Ending.CUT)
+                self.book.update(rec, ending=Ending.CUT)
                 self._cut(action.reset)
                 return False
         ending = stream_ending(cut=False, cancelled=self.host.cancelled(stream), stopping=stopping.is_set())
         # recorded before the terminating chunk leaves (a client that read the whole body finds it written)
-        self.book.update(rec, outcome=ending)
+        self.book.update(rec, ending=ending)
         if ending is Ending.STOPPED:
             return False  # never end a body cleanly on the way down: the client must see it broken
         self._send(b"0\r\n\r\n")

@@ -16,17 +16,22 @@ __all__ = ["register"]
 
 def _cmd_check(args: argparse.Namespace) -> int:
     """Send a few streaming requests to BASE_URL (a plain answer, one with stream_options.include_usage, one
-    that asks for a tool call, one the API must refuse, and the Responses equivalents with --dialect
-    responses or both), then grade the raw bytes of every answer: pass, warn, fail or skip, with the
-    offending bytes located and quoted, and why each finding matters. Timing facts are reported, never
-    graded. Exit 0: nothing failed; 1: something failed; 2: the endpoint could not be checked."""
+    that requires a tool call and one that names the tool, one the API must refuse, a body that is not JSON,
+    a prompt longer than any context, and the Responses equivalents with --dialect responses or both), each
+    bounded by --max-tokens and --deadline, then grade the raw bytes of every answer: pass, warn, fail or skip,
+    with the offending bytes located and quoted, and why each finding matters. Timing facts are reported,
+    never graded. Exit 0: nothing failed; 1: something failed; 2: the endpoint could not be checked."""
     from streamlab.net.check import check_endpoint
 
-    if args.timeout <= 0:
-        print(f"error: --timeout must be a positive number of seconds, got {args.timeout:g}", file=sys.stderr)
+    for flag, value in (("--timeout", args.timeout), ("--deadline", args.deadline)):
+        if value <= 0:
+            print(f"error: {flag} must be a positive number of seconds, got {value:g}", file=sys.stderr)
+            return 2
+    if args.max_tokens < 1:
+        print(f"error: --max-tokens must be at least 1, got {args.max_tokens}", file=sys.stderr)
         return 2
     report = check_endpoint(args.base_url, model=args.model, api_key=args.api_key, dialect=args.dialect,
-                            timeout=args.timeout)
+                            timeout=args.timeout, deadline=args.deadline, max_tokens=args.max_tokens)
     if args.json:
         print(report.to_json())
     else:
@@ -47,6 +52,11 @@ def register(sub: Any) -> None:
                    help="which API to check: Chat Completions (default), Responses, or both")
     p.add_argument("--json", action="store_true", help="print the report as JSON (for CI) instead of a table")
     p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds allowed per request: to connect, between reads, and in all (default 60)")
+                   help="seconds allowed per request to connect, and between two reads (default 60)")
+    p.add_argument("--deadline", type=float, default=30.0,
+                   help="seconds allowed for each probe in all; a stream still going then is cut, and what never "
+                        "came is not a finding (default 30)")
+    p.add_argument("--max-tokens", type=int, default=40,
+                   help="the max_tokens / max_output_tokens every probe sends, so generation stops (default 40)")
     p.add_argument("--failures-only", action="store_true", help="list only the checks that did not pass")
     p.set_defaults(func=_cmd_check)

@@ -28,7 +28,7 @@ def _label(learner: str) -> str:
 
 
 def _line(record: Any) -> str:
-    return (f"  {record.method} {record.path} model={record.model} status={record.status} {record.outcome} "
+    return (f"  {record.method} {record.path} model={record.model} status={record.status} {record.ending} "
             f"{record.bytes_written} bytes learner={_label(record.learner)}")
 
 
