@@ -11,25 +11,22 @@ Markers (registered in pyproject.toml) are applied here, so no test file has to 
 * `browser`: drives JupyterLab in a headless browser.
 * `slow`: takes more than a few seconds on its own (building a wheel, a kernel per lab).
 
-Helpers are plain names: `from conftest import CHAT, raw_request` (pytest puts tests/ on sys.path).
+Helpers live in tests/support.py: `from support import ASK, free_port` (pytest puts tests/ on sys.path).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import re
 import socket
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
-
-from streamlab.core import shapes
+from support import one_shot_server
 
 # -- markers ------------------------------------------------------------------------------------------
 
@@ -121,45 +118,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             "NET_FIXTURES, add the module to NET_MODULES in tests/conftest.py, or mark it @pytest.mark.net.")
 
 
-# -- streams used by several test files ------------------------------------------------------------------
-
-WORDS = ["Hel", "lo ", "w\u00f6rld"]  # a two-byte character in the last piece
-TEXT = "".join(WORDS)
-CHAT = shapes.chat_text_stream(WORDS, model="m")
-RESP_WORDS = ["alpha ", "beta ", "gamma ", "delta"]
-RESP = shapes.responses_text_stream(RESP_WORDS, model="r")
-HELLO = shapes.chat_text_stream(WORDS)  # the same answer under the default model name
-ASK = [{"role": "user", "content": "hi"}]  # the smallest Chat request body the real API accepts
-LONG_PIECES = [f"t{i:03d} " for i in range(200)]  # long enough to cancel or cut in the middle
-
-
-def chat_text(events: Iterable[object]) -> str:
-    """The answer text of a Chat Completions stream, from events with a `.data` string ([DONE] skipped)."""
-    out = []
-    for event in events:
-        data = event.data
-        if data == "[DONE]":
-            continue
-        for choice in json.loads(data)["choices"]:
-            out.append(choice["delta"].get("content") or "")
-    return "".join(out)
-
-
-# -- waiting on states, not sleeps ---------------------------------------------------------------------
-
-
-def wait_until(condition: Callable[[], object], *, timeout: float = 5.0, what: str = "condition") -> None:
-    """Poll `condition` until it is true; fail the test with `what` if it is not within `timeout` seconds.
-
-    The timeout is a safety net for a hung test, never a measurement: on a loaded machine the condition is
-    simply reached later."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def no_leaked_threads():
     """The test must end every thread it started: servers joined, no watchdog left behind. Threads are compared
@@ -193,93 +151,9 @@ def idle_standin():
 # -- raw sockets -----------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A loopback port that nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def raw_request(port: int, request: bytes, *, timeout: float = 2.0) -> bytes:
-    """Send raw bytes to 127.0.0.1:port; return everything sent back until the server closes (or it has
-    been quiet for `timeout` seconds)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(request)
-        sock.settimeout(timeout)
-        out = bytearray()
-        try:
-            while data := sock.recv(65536):
-                out += data
-        except TimeoutError:
-            pass
-        return bytes(out)
-
-
-def dechunk(body: bytes) -> tuple[list[bytes], bool]:
-    """Split an HTTP/1.1 chunked body into its chunks; the bool says whether the terminating chunk came."""
-    chunks, pos = [], 0
-    while pos < len(body):
-        eol = body.index(b"\r\n", pos)
-        size = int(body[pos:eol], 16)
-        if size == 0:
-            return chunks, True
-        chunks.append(body[eol + 2:eol + 2 + size])
-        pos = eol + 2 + size + 2
-    return chunks, False
-
-
-def http_response(body: bytes, *, status: str = "200 OK", content_type: str | None = "text/event-stream",
-                  content_length: int | None = None) -> bytes:
-    """The bytes of a whole HTTP/1.1 response (Content-Length defaults to the body's real length)."""
-    head = f"HTTP/1.1 {status}\r\n"
-    if content_type is not None:
-        head += f"Content-Type: {content_type}\r\n"
-    head += f"Content-Length: {len(body) if content_length is None else content_length}\r\n\r\n"
-    return head.encode() + body
-
-
-@contextlib.contextmanager
-def one_shot_server(reply: bytes) -> Iterator[int]:
-    """A raw server on 127.0.0.1 that answers one connection with `reply` and closes it; yields the port.
-
-    On exit the serving thread is joined and the listener closed, so nothing leaks into the next test."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-
-    def serve() -> None:
-        with contextlib.suppress(OSError):
-            conn, _ = listener.accept()
-            with conn:
-                conn.recv(65536)
-                conn.sendall(reply)
-
-    thread = threading.Thread(target=serve, name="one-shot-server", daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        if thread.is_alive():  # nobody connected: wake accept() so the thread ends
-            with contextlib.suppress(OSError), socket.create_connection(listener.getsockname(), timeout=1):
-                pass
-        thread.join(5)
-        listener.close()
-
-
 @pytest.fixture
 def serve_once() -> Callable[[bytes], contextlib.AbstractContextManager[int]]:
     """`with serve_once(http_response(b"...")) as port:` (the fixture form of one_shot_server)."""
     return one_shot_server
 
 
-@contextlib.contextmanager
-def streamlab_cli(*args: str) -> Iterator[subprocess.Popen[str]]:
-    """`python -m streamlab ARGS` with text pipes; killed and reaped on the way out if it is still running."""
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import openai
 import pytest
+from support import streamlab_cli
 
-from conftest import streamlab_cli
 from streamlab.core.chaos import Action, ConnectionEnd, Direction, FaultSpec, Fired
 from streamlab.core.errors import ConnectionBroken, FaultSpecError, ReadStalled
 from streamlab.core.standin.scenarios import scenario

@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from support import free_port, http_response
 
-from conftest import free_port, http_response
 from streamlab.core import shapes
 from streamlab.core.conformance.checks import (
     CHECK_IDS,

@@ -10,8 +10,8 @@ import tracemalloc
 
 import httpx
 import pytest
+from support import ASK
 
-from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
 from streamlab.core.errors import (

@@ -22,8 +22,8 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support import ASK
 
-from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.gateway.log import LOG_FIELDS, tokens_of
 from streamlab.core.relay.stream import SUMMARY_FIELDS

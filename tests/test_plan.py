@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import ASK
 
-from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
 from streamlab.core.standin.actions import Close, Pause, Reply, Stream, Write, reply_ending, stream_ending

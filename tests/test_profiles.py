@@ -12,8 +12,8 @@ import json
 
 import httpx
 import pytest
+from support import ASK
 
-from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.conformance.checks import CHECK_IDS, ProbeResult, Status, probes_for
 from streamlab.core.conformance.grade import grade

@@ -187,7 +187,7 @@ def test_resume_survives_100_seeded_random_cuts(server: StandIn, http: httpx.Cli
         assert stream.terminal == "response.completed", where
         assert server.wait_idle(), where
         records = server.records()
-        assert records[0].outcome == "cut" and records[0].method == "POST", where
+        assert records[0].ending == "cut" and records[0].method == "POST", where
         gets = [r for r in records if r.method == "GET"]
         assert [r.resumed_after for r in gets] == [c.resumed_after for c in stream.connections[1:]], where
         # every connection but the last was cut; the last ended cleanly, or was cut after the terminal event

@@ -11,8 +11,8 @@ import time
 
 import openai  # a declared dependency: a missing SDK must fail, not skip
 import pytest
+from support import ASK
 
-from conftest import ASK
 from streamlab.core import shapes
 from streamlab.core.standin.script import Episode, Send, error_episode, paced
 from streamlab.net.standin.server import StandIn

@@ -18,8 +18,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseTextDeltaEvent
+from support import ASK as ONE_MESSAGE
 
-from conftest import ASK as ONE_MESSAGE
 from streamlab.core import shapes
 from streamlab.core.accumulate import ChatAccumulator
 from streamlab.core.endings import Ending, Outcome
@@ -215,7 +215,7 @@ def test_a_timeout_before_the_headers_is_retried_and_sent_as_a_header() -> None:
             client.chat.completions.create(model="late", **PLAIN)
         assert retry_counts(server, "late") == ["0", "1"]
         records = server.records("late")
-    assert [(r.status, r.outcome) for r in records] == [(None, "client_gone")] * 2
+    assert [(r.status, r.ending) for r in records] == [(None, "client_gone")] * 2
     assert {r.headers["x-stainless-read-timeout"] for r in records} == {"0.25"}
 
 
@@ -251,7 +251,7 @@ def test_endings_table_row(name: str) -> None:
     with sdk({name: Episode(steps)}) as (server, client):
         assert typical_loop(client, name, stop_after) == loop
         server.wait_idle()
-        assert server.records(name)[0].outcome == record
+        assert server.records(name)[0].ending == record
         result = read_sdk_stream(client.chat.completions.create(model=name, **ASK), stop_after=stop_after)
     assert (result.outcome, result.ending) == view
 
@@ -263,7 +263,7 @@ def test_stream_close_is_seen_by_the_server_as_client_gone() -> None:
         next(stream)
         stream.close()
         server.wait_idle()
-        assert server.records("long")[0].outcome == "client_gone"
+        assert server.records("long")[0].ending == "client_gone"
 
 
 R_ENDINGS = {
@@ -310,7 +310,7 @@ def test_keepalives_keep_a_read_timeout_from_firing() -> None:
         record = server.records("stall")[0]
     assert not isinstance(info.value, openai.APITimeoutError)
     assert text == "still here"
-    assert record.outcome == "cut" and record.frames_written == len(STALL) + 20  # the server gave up first
+    assert record.ending == "cut" and record.frames_written == len(STALL) + 20  # the server gave up first
 
 
 def test_an_idle_content_deadline_ends_a_keepalive_stall() -> None:
@@ -324,7 +324,7 @@ def test_an_idle_content_deadline_ends_a_keepalive_stall() -> None:
         record = server.records("stall")[0]
     assert info.value.ending is Ending.IDLE_TIMEOUT and text == "still here"
     assert (view.outcome, view.ending) == (Outcome.TRUNCATED, Ending.IDLE_TIMEOUT)
-    assert record.outcome == "client_gone" and record.frames_written < len(STALL) + 20
+    assert record.ending == "client_gone" and record.frames_written < len(STALL) + 20
 
 
 def test_the_async_view_has_the_same_idle_deadline() -> None:
@@ -343,7 +343,7 @@ def test_the_async_view_has_the_same_idle_deadline() -> None:
 
         text, view = asyncio.run(run())
         server.wait_idle()
-        assert server.records("stall")[0].outcome == "client_gone"
+        assert server.records("stall")[0].ending == "client_gone"
     assert text == "still here" and view.ending is Ending.IDLE_TIMEOUT
 
 

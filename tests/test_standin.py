@@ -13,8 +13,8 @@ import time
 
 import httpx
 import pytest
+from support import dechunk, streamlab_cli
 
-from conftest import dechunk, streamlab_cli
 from streamlab.core import shapes
 from streamlab.core.sse import parse
 from streamlab.core.standin.plan import derive_body

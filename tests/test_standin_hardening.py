@@ -19,8 +19,8 @@ import time
 import httpx
 import openai
 import pytest
+from support import dechunk
 
-from conftest import dechunk
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
 from streamlab.core.standin.script import Episode, Send, Stall, paced

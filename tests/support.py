@@ -1,0 +1,102 @@
+"""What the tests share: small streams, request bodies, socket helpers, a CLI runner (test support, not a layer).
+
+Import them by name, `from support import ASK, free_port` (pytest puts tests/ on sys.path). Fixtures stay in
+conftest.py. `ASK` is the smallest Chat `messages` list the real API accepts; streams a test needs it names for itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+ASK = [{"role": "user", "content": "hi"}]  # the smallest Chat request body the real API accepts
+
+
+def free_port() -> int:
+    """A loopback port that nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def raw_request(port: int, request: bytes, *, timeout: float = 2.0) -> bytes:
+    """Send raw bytes to 127.0.0.1:port; return everything sent back until the server closes (or it has
+    been quiet for `timeout` seconds)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request)
+        sock.settimeout(timeout)
+        out = bytearray()
+        try:
+            while data := sock.recv(65536):
+                out += data
+        except TimeoutError:
+            pass
+        return bytes(out)
+
+
+def dechunk(body: bytes) -> tuple[list[bytes], bool]:
+    """Split an HTTP/1.1 chunked body into its chunks; the bool says whether the terminating chunk came."""
+    chunks, pos = [], 0
+    while pos < len(body):
+        eol = body.index(b"\r\n", pos)
+        size = int(body[pos:eol], 16)
+        if size == 0:
+            return chunks, True
+        chunks.append(body[eol + 2:eol + 2 + size])
+        pos = eol + 2 + size + 2
+    return chunks, False
+
+
+def http_response(body: bytes, *, status: str = "200 OK", content_type: str | None = "text/event-stream",
+                  content_length: int | None = None) -> bytes:
+    """The bytes of a whole HTTP/1.1 response (Content-Length defaults to the body's real length)."""
+    head = f"HTTP/1.1 {status}\r\n"
+    if content_type is not None:
+        head += f"Content-Type: {content_type}\r\n"
+    head += f"Content-Length: {len(body) if content_length is None else content_length}\r\n\r\n"
+    return head.encode() + body
+
+
+@contextlib.contextmanager
+def one_shot_server(reply: bytes) -> Iterator[int]:
+    """A raw server on 127.0.0.1 that answers one connection with `reply` and closes it; yields the port.
+
+    On exit the serving thread is joined and the listener closed, so nothing leaks into the next test."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+    thread = threading.Thread(target=serve, name="one-shot-server", daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        if thread.is_alive():  # nobody connected: wake accept() so the thread ends
+            with contextlib.suppress(OSError), socket.create_connection(listener.getsockname(), timeout=1):
+                pass
+        thread.join(5)
+        listener.close()
+
+
+@contextlib.contextmanager
+def streamlab_cli(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """`python -m streamlab ARGS` with text pipes; killed and reaped on the way out if it is still running."""
+    proc = subprocess.Popen([sys.executable, "-m", "streamlab", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
