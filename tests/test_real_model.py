@@ -1,0 +1,87 @@
+"""The tools held against the real model server (marked `model`: CI runs them after `python3 dev.py model --check`).
+
+llama-cpp-python 0.3.36 serving Gemma 3 270M on 127.0.0.1: `streamlab check --dialect both` must finish in
+bounded time and report exactly the quirks the stand-in's `llama-cpp-python` profile plays (no false finding,
+none missing); lab 11 must run top to bottom live (`STREAMLAB_LIVE=1`), with its structure intact. Nothing here
+asserts a timing: a 2-core CI machine is slow, and the model is not deterministic across builds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streamlab.core.conformance.checks import Status
+from streamlab.core.standin.profiles import PROFILES
+from streamlab.net import model
+from streamlab.net.check import check_endpoint
+from streamlab.net.model import ModelServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.model, pytest.mark.net, pytest.mark.slow,
+              pytest.mark.skipif(not model.model_available(), reason=model.missing_message() or "")]
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[ModelServer]:
+    with ModelServer() as server:
+        yield server
+
+
+@pytest.mark.timeout(600)
+def test_check_reports_exactly_the_profiles_quirks_on_the_real_server(served: ModelServer) -> None:
+    started = time.monotonic()
+    report = check_endpoint(served.base_url, model=served.model, dialect="both")
+    took = time.monotonic() - started
+    assert report.unreachable is None, report.unreachable
+    found = report.issues()
+    expected = PROFILES["llama-cpp-python"].expected()
+    false = {c: s for c, s in found.items() if expected.get(c) != s}
+    missing = {c: s for c, s in expected.items() if found.get(c) != s}
+    assert not false and not missing, f"false findings {false}, missing quirks {missing}\n{report.render()}"
+    assert report.exit_code == 1 and any(s is Status.FAIL for s in found.values())
+    print(f"streamlab check --dialect both took {took:.1f} s against the real server")  # a fact for the log
+
+
+@pytest.mark.timeout(900)
+def test_the_cli_check_against_the_real_server_exits_1_with_json(served: ModelServer) -> None:
+    out = subprocess.run([sys.executable, "-m", "streamlab", "check", served.base_url, "--model", served.model,
+                          "--dialect", "both", "--json"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stderr
+    assert '"verdict": "fail"' in out.stdout and '"tools.name"' in out.stdout
+
+
+LAB = ROOT / "notebooks" / "11-a-real-model.ipynb"
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not LAB.exists(), reason="lab 11 is not there")
+def test_lab_11_runs_live_top_to_bottom() -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(LAB, as_version=4)
+    env_before = os.environ.get("STREAMLAB_LIVE")
+    os.environ["STREAMLAB_LIVE"] = "1"  # the kernel inherits this process's environment
+    try:
+        client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(LAB.parent)}})
+        client.execute()
+    finally:
+        if env_before is None:
+            os.environ.pop("STREAMLAB_LIVE", None)
+        else:
+            os.environ["STREAMLAB_LIVE"] = env_before
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors[0].get("ename") if errors else ""
+    printed = "".join(o.get("text", "") for c in code for o in c.get("outputs", [])
+                      if o.get("output_type") == "stream")
+    assert "live" in printed.lower(), "the lab does not say it ran live"
