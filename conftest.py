@@ -7,8 +7,8 @@ plain command and `python3 dev.py test` run the same thing:
 * `--nbval-sanitize-with notebooks/sanitize.cfg` (memory addresses, loopback ports, temp paths);
 * `--nbval-cell-timeout 120` (nbval's default is 2000 s: a hung cell would stall CI for half an hour).
 
-Notebook cells are marked `notebook`, `slow` and one `xdist_group` per lab (markers are registered in pyproject.toml; the unit tests'
-markers are applied in tests/conftest.py).
+Notebook cells are marked `notebook`, `slow` and one `xdist_group` per lab (markers are registered in
+pyproject.toml; the unit tests' markers are applied in tests/conftest.py).
 
 Every check cell records its verdict (`streamlab.net.progress`): for the whole run, tests and lab kernels alike,
 `STREAMLAB_PROGRESS` names a file in a temporary folder, so no run writes to the progress of whoever runs it.

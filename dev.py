@@ -20,6 +20,8 @@
                               serve Gemma 3 270M on 127.0.0.1 until Ctrl-C (--gguf PATH, --port N, --server
                               llama-cpp-python|llama-server, --llama-server PATH; --help)
     python3 dev.py capture    the same install, then recapture data/captures/ from the real server
+    python3 dev.py site       build the course site offline from the committed notebooks into build/site/html (Sphinx
+                              with MyST-NB; fails on a broken link, a missing page or a figure without alt text)
     python3 dev.py reset NN   put lab NN's notebook back as committed (notebooks/NN-*.ipynb; the edits in it are
                               lost, so it asks first; --yes does not ask). Needs git, not .venv
 
@@ -214,8 +216,10 @@ def model(module: str, extra: list[str]) -> None:
     setup()
     if MODEL_STAMP.exists() and MODEL_STAMP.read_text() == STAMP.read_text():
         os.execve(PY, [str(PY), "-m", module, *extra], ENV)
-    tools = {"a C compiler (cc, gcc or clang)": ("cc", "gcc", "clang"),
-             "a C++ compiler (c++, g++ or clang++)": ("c++", "g++", "clang++")}
+    tools = {
+        "a C compiler (cc, gcc or clang)": ("cc", "gcc", "clang"),
+        "a C++ compiler (c++, g++ or clang++)": ("c++", "g++", "clang++"),
+    }
     lacking = [what for what, names in tools.items() if not any(shutil.which(n) for n in names)]
     if lacking:
         log(f"building llama-cpp-python needs {' and '.join(lacking)}, not found on PATH; for example")
@@ -224,8 +228,17 @@ def model(module: str, extra: list[str]) -> None:
     log("installing the model extra: llama-cpp-python compiles llama.cpp (7-25 minutes on 2 cores, once)")
     # The default build compiles llama.cpp with -march=native; on a CPU that advertises AMX but traps it, the first
     # request then dies with SIGILL (a client sees a 200 and a cut body). GGML_NATIVE=OFF builds portable code.
-    run(PY, "-m", "pip", "install", "-c", "constraints.txt", "-e", ".[model]",
-        env=dict(ENV, CMAKE_ARGS=f"{ENV.get('CMAKE_ARGS', '')} -DGGML_NATIVE=OFF".strip()))
+    run(
+        PY,
+        "-m",
+        "pip",
+        "install",
+        "-c",
+        "constraints.txt",
+        "-e",
+        ".[model]",
+        env=dict(ENV, CMAKE_ARGS=f"{ENV.get('CMAKE_ARGS', '')} -DGGML_NATIVE=OFF".strip()),
+    )
     MODEL_STAMP.write_text(STAMP.read_text())
     os.execve(PY, [str(PY), "-m", module, *extra], ENV)
 
@@ -287,6 +300,9 @@ def main() -> None:
         model(f"streamlab.net.{cmd}", extra)
     elif cmd == "bench":
         bench(extra)
+    elif cmd == "site":
+        setup()
+        run(PY, str(ROOT / "tools" / "course_site.py"), *extra)
     else:
         print(__doc__)
         sys.exit(0 if cmd in ("help", "-h", "--help") else 2)

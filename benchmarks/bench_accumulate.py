@@ -186,15 +186,35 @@ def best_of(fn: Callable[[], str], repeat: int) -> tuple[float, str]:
 Workload = tuple[str, Callable[[int], tuple[list[SSEEvent], str]], list[tuple[str, Callable[[list[SSEEvent]], str]]]]
 
 WORKLOADS: list[Workload] = [
-    ("Chat text", chat_text_events, [
-        ("streamlab", streamlab_chat_text), ("naive s = s + piece", lambda e: naive_chat(e, "text")),
-        ("openai SDK", lambda e: sdk_chat(e, "text")), ("json.loads only", json_only)]),
-    ("Chat tool-call arguments", chat_arguments_events, [
-        ("streamlab", streamlab_chat_arguments), ("naive s = s + piece", lambda e: naive_chat(e, "arguments")),
-        ("openai SDK", lambda e: sdk_chat(e, "arguments")), ("json.loads only", json_only)]),
-    ("Responses function-call arguments", responses_arguments_events, [
-        ("streamlab", streamlab_responses_arguments), ("naive s = s + piece", naive_responses_arguments),
-        ("json.loads only", json_only)]),
+    (
+        "Chat text",
+        chat_text_events,
+        [
+            ("streamlab", streamlab_chat_text),
+            ("naive s = s + piece", lambda e: naive_chat(e, "text")),
+            ("openai SDK", lambda e: sdk_chat(e, "text")),
+            ("json.loads only", json_only),
+        ],
+    ),
+    (
+        "Chat tool-call arguments",
+        chat_arguments_events,
+        [
+            ("streamlab", streamlab_chat_arguments),
+            ("naive s = s + piece", lambda e: naive_chat(e, "arguments")),
+            ("openai SDK", lambda e: sdk_chat(e, "arguments")),
+            ("json.loads only", json_only),
+        ],
+    ),
+    (
+        "Responses function-call arguments",
+        responses_arguments_events,
+        [
+            ("streamlab", streamlab_responses_arguments),
+            ("naive s = s + piece", naive_responses_arguments),
+            ("json.loads only", json_only),
+        ],
+    ),
 ]
 
 
@@ -224,16 +244,26 @@ def table(n: int, repeat: int, names: set[str]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--deltas", type=int, default=100_000, help="deltas per workload (default 100,000)")
-    ap.add_argument("--sdk-deltas", type=int, default=10_000,
-                    help="deltas per workload for the openai SDK's table; 0 leaves it out (default 10,000)")
+    ap.add_argument(
+        "--sdk-deltas",
+        type=int,
+        default=10_000,
+        help="deltas per workload for the openai SDK's table; 0 leaves it out (default 10,000)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement, the best one counts (default 3)")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="wall: time.perf_counter (default); cpu: time.process_time, steadier on a loaded machine")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: time.perf_counter (default); cpu: time.process_time, steadier on a loaded machine",
+    )
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
-    print(f"Python {sys.version.split()[0]}; openai {openai.__version__}; best of {args.repeat}, gc off during each "
-          f"run, {'CPU' if args.clock == 'cpu' else 'wall-clock'} time")
+    print(
+        f"Python {sys.version.split()[0]}; openai {openai.__version__}; best of {args.repeat}, gc off during each "
+        f"run, {'CPU' if args.clock == 'cpu' else 'wall-clock'} time"
+    )
     exact = table(args.deltas, args.repeat, {"streamlab", "naive s = s + piece", "json.loads only"})
     if args.sdk_deltas:  # the SDK validates a pydantic model per chunk and grows strings in place: far slower
         exact = table(args.sdk_deltas, args.repeat, {"streamlab", "openai SDK", "json.loads only"}) and exact

@@ -47,7 +47,7 @@ def serve(n_events: int) -> None:
 
     frames = shapes.chat_text_stream([f"tok{i} " for i in range(n_events)], model=MODEL)
     body = b"".join(frames)
-    sends = [Send(body[i:i + 65536]) for i in range(0, len(body), 65536)]
+    sends = [Send(body[i : i + 65536]) for i in range(0, len(body), 65536)]
     with StandIn({MODEL: Episode(sends)}) as server:
         print(json.dumps({"base_url": server.base_url, "bytes": len(body), "frames": len(frames)}), flush=True)
         sys.stdin.read()
@@ -87,8 +87,9 @@ def _read_openai(base_url: str) -> int:
     count = 0
     with httpx.Client(trust_env=False, timeout=60) as http:
         client = openai.OpenAI(base_url=base_url, api_key="not-needed", http_client=http, max_retries=0)
-        for _chunk in client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True,
-                                                     stream_options={"include_usage": True}):
+        for _chunk in client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        ):
             count += 1
     return count
 
@@ -111,8 +112,19 @@ def measure(name: str, base_url: str, trace: bool) -> None:
     seconds = time.perf_counter() - started
     heap = tracemalloc.get_traced_memory()[1] if trace else None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"name": name, "count": count, "seconds": seconds, "rss_before_kib": before,
-                      "rss_peak_kib": peak, "heap_peak": heap}), flush=True)
+    print(
+        json.dumps(
+            {
+                "name": name,
+                "count": count,
+                "seconds": seconds,
+                "rss_before_kib": before,
+                "rss_peak_kib": peak,
+                "heap_peak": heap,
+            }
+        ),
+        flush=True,
+    )
 
 
 # -- the driver -------------------------------------------------------------------------------------------
@@ -134,18 +146,25 @@ def main() -> int:
         return 0
 
     me = [sys.executable, os.path.abspath(__file__)]
-    server = subprocess.Popen(me + ["--serve", "--events", str(args.events)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        me + ["--serve", "--events", str(args.events)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert server.stdout is not None
         info = json.loads(server.stdout.readline())
-        print(f"stream: {info['frames']:,} events ({args.events:,} text deltas), {info['bytes'] / 1e6:.1f} MB, "
-              f"served by the stand-in in another process; each reader in a fresh process")
+        print(
+            f"stream: {info['frames']:,} events ({args.events:,} text deltas), {info['bytes'] / 1e6:.1f} MB, "
+            f"served by the stand-in in another process; each reader in a fresh process"
+        )
         rows = []
         for name in CONTENDERS:
             extra = ["--tracemalloc"] if args.tracemalloc else []
-            out = subprocess.run(me + ["--contender", name, "--url", info["base_url"]] + extra,
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                me + ["--contender", name, "--url", info["base_url"]] + extra,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     finally:
         assert server.stdin is not None
@@ -153,19 +172,25 @@ def main() -> int:
         server.wait(30)
     sdk = next(r for r in rows if r["name"] == "openai SDK")
     sdk_growth = max(1, sdk["rss_peak_kib"] - sdk["rss_before_kib"])
-    print(f"{'reader':<22}{'events':>9}{'peak RSS':>11}{'vs SDK':>8}{'growth':>11}{'vs SDK':>8}{'seconds':>9}"
-          + (f"{'heap peak':>12}" if args.tracemalloc else ""))
+    print(
+        f"{'reader':<22}{'events':>9}{'peak RSS':>11}{'vs SDK':>8}{'growth':>11}{'vs SDK':>8}{'seconds':>9}"
+        + (f"{'heap peak':>12}" if args.tracemalloc else "")
+    )
     for r in rows:
         growth = r["rss_peak_kib"] - r["rss_before_kib"]
-        line = (f"{r['name']:<22}{r['count']:>9,}{r['rss_peak_kib'] / 1024:>7.1f} MiB"
-                f"{r['rss_peak_kib'] / sdk['rss_peak_kib']:>7.2f}x{growth / 1024:>7.1f} MiB"
-                f"{growth / sdk_growth:>7.2f}x{r['seconds']:>9.2f}")
+        line = (
+            f"{r['name']:<22}{r['count']:>9,}{r['rss_peak_kib'] / 1024:>7.1f} MiB"
+            f"{r['rss_peak_kib'] / sdk['rss_peak_kib']:>7.2f}x{growth / 1024:>7.1f} MiB"
+            f"{growth / sdk_growth:>7.2f}x{r['seconds']:>9.2f}"
+        )
         if args.tracemalloc:
             line += f"{r['heap_peak'] / 2**20:>8.1f} MiB"
         print(line)
-    print("peak RSS: the whole process (interpreter, httpx, openai and streamlab imported in each); growth: peak\n"
-          "RSS minus RSS just before the request, i.e. what the stream itself cost; vs SDK: the same column's\n"
-          "ratio to the openai SDK in this run. seconds: wall time, for information only (the machine is shared).")
+    print(
+        "peak RSS: the whole process (interpreter, httpx, openai and streamlab imported in each); growth: peak\n"
+        "RSS minus RSS just before the request, i.e. what the stream itself cost; vs SDK: the same column's\n"
+        "ratio to the openai SDK in this run. seconds: wall time, for information only (the machine is shared)."
+    )
     return 0
 
 

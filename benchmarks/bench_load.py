@@ -56,9 +56,9 @@ def script(n: int) -> dict[str, Episode]:
         frames = shapes.chat_text_stream(words(i), model=f"client{i:03d}")
         # role chunk and first content chunk after the TTFT; then one content chunk per gap; then the rest
         steps = [Wait(schedule(i)), Send(frames[0]), Send(frames[1])]
-        for frame in frames[2:TOKENS + 1]:
+        for frame in frames[2 : TOKENS + 1]:
             steps += [Wait(GAP), Send(frame)]
-        steps += [Send(f) for f in frames[TOKENS + 1:]]
+        steps += [Send(f) for f in frames[TOKENS + 1 :]]
         out[f"client{i:03d}"] = Episode(steps)
     return out
 
@@ -90,6 +90,7 @@ Result = tuple[int, float | None, str, str, float, float | None]
 async def run_async(base_url: str, n: int) -> list[Result]:
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     async with httpx.AsyncClient(limits=limits, trust_env=False) as shared:
+
         async def one(i: int) -> Result:
             stream: AsyncEventStream = astream_chat(base_url, request(i), client=shared, read_timeout=10, deadline=30)
             try:
@@ -189,32 +190,48 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=1, help="repeat the whole run (fresh server each time)")
     ap.add_argument("--threads", action="store_true", help="sync clients in threads instead of async")
-    ap.add_argument("--server-process", action="store_true",
-                    help="run the stand-in in a child process (no shared GIL with the clients)")
+    ap.add_argument(
+        "--server-process",
+        action="store_true",
+        help="run the stand-in in a child process (no shared GIL with the clients)",
+    )
     ap.add_argument("--tolerance", type=float, default=0.150, help="allowed p95 TTFT error in seconds")
     args = ap.parse_args(argv)
     ok = True
-    mode = ("threads" if args.threads else "async") + (", server in a child process" if args.server_process else
-                                                       ", server in this process")
-    print(f"{args.clients} concurrent streaming clients ({mode}); TTFT scheduled 0.20-0.69 s, "
-          f"{TOKENS} tokens {1000 * GAP:.0f} ms apart")
+    mode = ("threads" if args.threads else "async") + (
+        ", server in a child process" if args.server_process else ", server in this process"
+    )
+    print(
+        f"{args.clients} concurrent streaming clients ({mode}); TTFT scheduled 0.20-0.69 s, "
+        f"{TOKENS} tokens {1000 * GAP:.0f} ms apart"
+    )
     for rnd in range(1, args.rounds + 1):
         results, records, wall = run_round(args)
         by_model = {r.model: r for r in records}
-        failed = [(i, why) for i, first, text, why, _, _ in results
-                  if why != "complete" or first is None or text != "".join(words(i))]
-        good = [(i, first, sent, seen) for i, first, _, why, sent, seen in results
-                if first is not None and seen is not None and why == "complete"]
+        failed = [
+            (i, why)
+            for i, first, text, why, _, _ in results
+            if why != "complete" or first is None or text != "".join(words(i))
+        ]
+        good = [
+            (i, first, sent, seen)
+            for i, first, _, why, sent, seen in results
+            if first is not None and seen is not None and why == "complete"
+        ]
         errors = [first - schedule(i) for i, first, _, _ in good]
         early = [e for e in errors if e < 0]
-        print(f"round {rnd}: wall {wall:.2f} s, streams complete {len(results) - len(failed)}/{args.clients}, "
-              f"server records complete {sum(r.ending == 'complete' for r in records)}/{len(records)}")
+        print(
+            f"round {rnd}: wall {wall:.2f} s, streams complete {len(results) - len(failed)}/{args.clients}, "
+            f"server records complete {sum(r.ending == 'complete' for r in records)}/{len(records)}"
+        )
         if errors:
             print(f"  TTFT error (measured - scheduled) {ms(errors)}   before schedule: {len(early)}")
             # where the error comes from (one clock: perf_counter is system-wide on Linux)
             arrive = [by_model[f"client{i:03d}"].started_at - sent for i, _, sent, _ in good]
-            late = [by_model[f"client{i:03d}"].write_times[1] - by_model[f"client{i:03d}"].started_at - schedule(i)
-                    for i, _, _, _ in good]
+            late = [
+                by_model[f"client{i:03d}"].write_times[1] - by_model[f"client{i:03d}"].started_at - schedule(i)
+                for i, _, _, _ in good
+            ]
             deliver = [seen - by_model[f"client{i:03d}"].write_times[1] for i, _, _, seen in good]
             print(f"    request send -> server reads it   {ms(arrive)}")
             print(f"    server wait overshoot             {ms(late)}")

@@ -79,14 +79,59 @@ MB = 1_000_000
 # content (escaped by JSON), and multi-byte UTF-8 (2, 3 and 4 bytes) so that 1 KiB cuts land inside
 # characters.
 _ASCII_TOKENS = (
-    " the", " a", " of", " to", " and", " stream", " token", " server", " event", " parser", " chunk",
-    " Python", " request", " response", " data", " line", ",", ".", ":", " (", ")", "\n", "\n\n", " -",
-    " 42", " 2024", " is", " with", " for", " it", " you", "Hello", " world", " `code`", " **bold**",
+    " the",
+    " a",
+    " of",
+    " to",
+    " and",
+    " stream",
+    " token",
+    " server",
+    " event",
+    " parser",
+    " chunk",
+    " Python",
+    " request",
+    " response",
+    " data",
+    " line",
+    ",",
+    ".",
+    ":",
+    " (",
+    ")",
+    "\n",
+    "\n\n",
+    " -",
+    " 42",
+    " 2024",
+    " is",
+    " with",
+    " for",
+    " it",
+    " you",
+    "Hello",
+    " world",
+    " `code`",
+    " **bold**",
 )
 _MULTIBYTE_TOKENS = (
-    " caf\u00e9", " na\u00efve", " \u00fcber", " ma\u00f1ana", " \u00c5ngstr\u00f6m", " \u2014", "\u2019s",
-    " \u4e16\u754c", " \u65e5\u672c\u8a9e", " \u3053\u3093\u306b\u3061\u306f", " \u0645\u0631\u062d\u0628\u0627",
-    " \u041f\u0440\u0438\u0432\u0435\u0442", " \U0001f642", " \U0001f680", " \u20ac5", " \u00b0C",
+    " caf\u00e9",
+    " na\u00efve",
+    " \u00fcber",
+    " ma\u00f1ana",
+    " \u00c5ngstr\u00f6m",
+    " \u2014",
+    "\u2019s",
+    " \u4e16\u754c",
+    " \u65e5\u672c\u8a9e",
+    " \u3053\u3093\u306b\u3061\u306f",
+    " \u0645\u0631\u062d\u0628\u0627",
+    " \u041f\u0440\u0438\u0432\u0435\u0442",
+    " \U0001f642",
+    " \U0001f680",
+    " \u20ac5",
+    " \u00b0C",
 )
 _MODELS = ("gpt-4o-mini-2024-07-18", "gpt-4o-2024-08-06", "gpt-4.1-mini-2025-04-14")
 
@@ -104,10 +149,18 @@ def _one_completion(rng: random.Random, out: list[str]) -> None:
     fingerprint = "fp_" + "".join(rng.choices("0123456789abcdef", k=10))
 
     def chunk(choices: list[dict], usage: dict | None = None) -> str:
-        return _dumps({
-            "id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
-            "service_tier": "default", "system_fingerprint": fingerprint, "choices": choices, "usage": usage,
-        })
+        return _dumps(
+            {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "service_tier": "default",
+                "system_fingerprint": fingerprint,
+                "choices": choices,
+                "usage": usage,
+            }
+        )
 
     def choice(delta: dict, finish: str | None = None) -> list[dict]:
         return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
@@ -122,13 +175,23 @@ def _one_completion(rng: random.Random, out: list[str]) -> None:
         out.append(chunk(choice({"content": "".join(toks)})))
     out.append(chunk(choice({}, rng.choice(("stop", "stop", "stop", "length")))))
     prompt_tokens = rng.randint(10, 2000)
-    out.append(chunk([], {
-        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                      "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-    }))
+    out.append(
+        chunk(
+            [],
+            {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+                "completion_tokens_details": {
+                    "reasoning_tokens": 0,
+                    "audio_tokens": 0,
+                    "accepted_prediction_tokens": 0,
+                    "rejected_prediction_tokens": 0,
+                },
+            },
+        )
+    )
     out.append("[DONE]")
 
 
@@ -171,9 +234,15 @@ def build_long_line(n_bytes: int) -> Stream:
     """
     unit = "Streaming \u00e9t\u00e9 \u4e16\u754c \U0001f642 data, "  # 34 bytes in UTF-8
     reps = max(1, n_bytes // len(unit.encode("utf-8")))
-    value = _dumps({"id": "chatcmpl-long", "object": "chat.completion.chunk", "created": 1_730_000_000,
-                    "model": _MODELS[0], "choices": [{"index": 0, "delta": {"content": unit * reps},
-                                                      "logprobs": None, "finish_reason": None}]})
+    value = _dumps(
+        {
+            "id": "chatcmpl-long",
+            "object": "chat.completion.chunk",
+            "created": 1_730_000_000,
+            "model": _MODELS[0],
+            "choices": [{"index": 0, "delta": {"content": unit * reps}, "logprobs": None, "finish_reason": None}],
+        }
+    )
     return Stream(b"data: " + value.encode("utf-8") + b"\n\n", [value], f"{n_bytes // MIB} MiB line")
 
 
@@ -297,8 +366,10 @@ def check(name: str, got: list[str], expected: list[str]) -> str | None:
         if a != b:
             at = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
             lo = max(0, at - 20)
-            return (f"{name}: {head}; event {i} differs at character {at} (lengths {len(a)} vs {len(b)}): "
-                    f"got ...{a[lo:at + 20]!r}..., expected ...{b[lo:at + 20]!r}...")
+            return (
+                f"{name}: {head}; event {i} differs at character {at} (lengths {len(a)} vs {len(b)}): "
+                f"got ...{a[lo : at + 20]!r}..., expected ...{b[lo : at + 20]!r}..."
+            )
     return f"{name}: {head}; the first {min(len(got), len(expected))} agree"
 
 
@@ -307,8 +378,11 @@ def check_streamlab_events(events: list[SSEEvent], expected: list[str]) -> str |
     want = [SSEEvent("message", d, "") for d in expected]
     if events == want:
         return None
-    return check("streamlab", [f"{e.event}|{e.last_event_id}|{e.data}" for e in events],
-                 [f"{e.event}|{e.last_event_id}|{e.data}" for e in want])
+    return check(
+        "streamlab",
+        [f"{e.event}|{e.last_event_id}|{e.data}" for e in events],
+        [f"{e.event}|{e.last_event_id}|{e.data}" for e in want],
+    )
 
 
 @dataclass
@@ -385,10 +459,16 @@ def throughput(stream: Stream, chunk_size: int, contenders: list[Contender], rep
                     report.problems.append(f"{where} {problems[c.name]}")
             del result
     for c in alive:
-        report.rows.append(Row(c.name, stream.label, chunk_label(chunk_size), best[c.name], len(stream.raw),
-                               counts[c.name], c.is_floor))
-        print(f"  measured {c.name:<13} {stream.label:<4} {chunk_label(chunk_size):>7}: {best[c.name]:7.3f} s"
-              + ("" if problems[c.name] is None else "  MISMATCH"), flush=True)
+        report.rows.append(
+            Row(
+                c.name, stream.label, chunk_label(chunk_size), best[c.name], len(stream.raw), counts[c.name], c.is_floor
+            )
+        )
+        print(
+            f"  measured {c.name:<13} {stream.label:<4} {chunk_label(chunk_size):>7}: {best[c.name]:7.3f} s"
+            + ("" if problems[c.name] is None else "  MISMATCH"),
+            flush=True,
+        )
 
 
 def long_lines(sizes_mib: list[int], contenders: list[Contender], repeat: int, limit: float, report: Report) -> None:
@@ -407,7 +487,8 @@ def long_lines(sizes_mib: list[int], contenders: list[Contender], repeat: int, l
                     report.long[(c.name, mib)] = None
                     report.long_notes.append(
                         f"{c.name} skipped at {mib} MiB: {prev_t:.2f} s at {prev_mib} MiB predicts about "
-                        f"{predicted:.0f} s if quadratic (limit {limit:.0f} s)")
+                        f"{predicted:.0f} s if quadratic (limit {limit:.0f} s)"
+                    )
                     last[c.name] = (mib, predicted)
                     continue
             try:
@@ -426,8 +507,11 @@ def long_lines(sizes_mib: list[int], contenders: list[Contender], repeat: int, l
                     report.streamlab_exact = False
             report.long[(c.name, mib)] = seconds
             last[c.name] = (mib, seconds)
-            print(f"  measured {c.name:<13} {mib:>2} MiB line: {seconds:8.3f} s"
-                  + ("" if problem is None else "  MISMATCH"), flush=True)
+            print(
+                f"  measured {c.name:<13} {mib:>2} MiB line: {seconds:8.3f} s"
+                + ("" if problem is None else "  MISMATCH"),
+                flush=True,
+            )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -442,8 +526,10 @@ def _ratio(a: float | None, b: float | None) -> str:
 def print_throughput(report: Report) -> None:
     print()
     print("Throughput (best run; MB = 10**6 bytes; ratios are throughput / the other's throughput)")
-    header = f"{'contender':<14} {'stream':<6} {'chunk':>7} {'MB/s':>9} {'events/s':>12} {'vs httpx-sse':>13} " \
-             f"{'vs streamlab':>13}"
+    header = (
+        f"{'contender':<14} {'stream':<6} {'chunk':>7} {'MB/s':>9} {'events/s':>12} {'vs httpx-sse':>13} "
+        f"{'vs streamlab':>13}"
+    )
     print(header)
     print("-" * len(header))
     groups: dict[tuple[str, str], list[Row]] = {}
@@ -453,8 +539,10 @@ def print_throughput(report: Report) -> None:
         by = {r.name: r.mb_s for r in rows}
         for r in rows:
             name = r.name + (" *" if r.is_floor else "")
-            print(f"{name:<14} {r.stream:<6} {r.chunk:>7} {r.mb_s:9.1f} {r.ev_s:12,.0f} "
-                  f"{_ratio(r.mb_s, by.get('httpx-sse')):>13} {_ratio(r.mb_s, by.get('streamlab')):>13}")
+            print(
+                f"{name:<14} {r.stream:<6} {r.chunk:>7} {r.mb_s:9.1f} {r.ev_s:12,.0f} "
+                f"{_ratio(r.mb_s, by.get('httpx-sse')):>13} {_ratio(r.mb_s, by.get('streamlab')):>13}"
+            )
     if any(r.is_floor for r in report.rows):
         print("* bytes.split splits the joined buffer once (chunk size does not apply): a floor, not a parser.")
 
@@ -493,14 +581,19 @@ def targets(report: Report, chunk_sizes: list[int], sizes_mib: list[int]) -> boo
         rows = {r.name: r for r in report.rows if r.stream == "LF" and r.chunk == label}
         if "streamlab" in rows and "httpx-sse" in rows:
             ratio = rows["streamlab"].mb_s / rows["httpx-sse"].mb_s
-            line(ratio >= TARGET, f"streamlab >= {TARGET}x httpx-sse throughput at {label}: {ratio:.2f}x "
-                               f"({rows['streamlab'].mb_s:.1f} vs {rows['httpx-sse'].mb_s:.1f} MB/s)")
+            line(
+                ratio >= TARGET,
+                f"streamlab >= {TARGET}x httpx-sse throughput at {label}: {ratio:.2f}x "
+                f"({rows['streamlab'].mb_s:.1f} vs {rows['httpx-sse'].mb_s:.1f} MB/s)",
+            )
     big = max(sizes_mib) if sizes_mib else None
     if big is not None:
         ours, theirs = report.long.get(("streamlab", big)), report.long.get(("httpx-sse", big))
         if ours is not None and theirs is not None:
-            line(ours <= 2 * theirs, f"{big} MiB line within 2x httpx-sse's time: {ours / theirs:.2f}x "
-                                     f"({ours:.4f} s vs {theirs:.4f} s)")
+            line(
+                ours <= 2 * theirs,
+                f"{big} MiB line within 2x httpx-sse's time: {ours / theirs:.2f}x ({ours:.4f} s vs {theirs:.4f} s)",
+            )
         else:
             line(False, f"{big} MiB line within 2x httpx-sse's time: not measured (see above)")
     line(report.streamlab_exact, "streamlab exact on every stream (events equal the reference)")
@@ -530,15 +623,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="runs per measurement, the best one counts (default 5)")
     ap.add_argument("--chunks", default="65536,1024", help="chunk sizes in bytes, comma-separated")
     ap.add_argument("--long-mib", default="1,4,16", help="long data line sizes in MiB, comma-separated")
-    ap.add_argument("--long-limit", type=float, default=60.0,
-                    help="skip a long-line run predicted (quadratically) to take longer than this, in s")
+    ap.add_argument(
+        "--long-limit",
+        type=float,
+        default=60.0,
+        help="skip a long-line run predicted (quadratically) to take longer than this, in s",
+    )
     ap.add_argument("--no-crlf", action="store_true", help="skip the CRLF variant rows")
     ap.add_argument("--only", default="", help="comma-separated contender names (default: all)")
     ap.add_argument("--seed", type=int, default=20240501)
     ap.add_argument("--quick", action="store_true", help="small smoke run: 2 MB, 2 repeats, 1 and 4 MiB lines")
     ap.add_argument("--profile", action="store_true", help="also print a cProfile of streamlab per chunk size")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="wall: time.perf_counter (default); cpu: time.process_time, steadier on a loaded machine")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: time.perf_counter (default); cpu: time.process_time, steadier on a loaded machine",
+    )
     ap.add_argument("--strict", action="store_true", help="exit 1 when a speed target fails (exactness always)")
     args = ap.parse_args(argv)
     if args.quick:
@@ -551,19 +652,27 @@ def main(argv: list[str] | None = None) -> int:
     names = {n.strip() for n in args.only.split(",") if n.strip()}
     contenders = [c for c in CONTENDERS if not names or c.name in names]
     if names - {c.name for c in CONTENDERS}:
-        ap.error(f"unknown contender(s) {sorted(names - {c.name for c in CONTENDERS})}; "
-                 f"choose from {[c.name for c in CONTENDERS]}")
+        ap.error(
+            f"unknown contender(s) {sorted(names - {c.name for c in CONTENDERS})}; "
+            f"choose from {[c.name for c in CONTENDERS]}"
+        )
 
-    print(f"Python {sys.version.split()[0]}; openai {openai.__version__}, httpx-sse {version('httpx-sse')}, "
-          f"httpx {httpx.__version__}, sseclient-py {version('sseclient-py')}")
+    print(
+        f"Python {sys.version.split()[0]}; openai {openai.__version__}, httpx-sse {version('httpx-sse')}, "
+        f"httpx {httpx.__version__}, sseclient-py {version('sseclient-py')}"
+    )
     sse_file = Path(sys.modules[SSEParser.__module__].__file__ or "")
-    print(f"streamlab parser: {sse_file} (sha256 {hashlib.sha256(sse_file.read_bytes()).hexdigest()[:12]}, "
-          f"modified {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(sse_file.stat().st_mtime))} UTC)")
+    print(
+        f"streamlab parser: {sse_file} (sha256 {hashlib.sha256(sse_file.read_bytes()).hexdigest()[:12]}, "
+        f"modified {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(sse_file.stat().st_mtime))} UTC)"
+    )
     t0 = time.perf_counter()
     stream = build_stream(args.size_mb, args.seed)
-    print(f"Realistic stream: {len(stream.raw):,} bytes, {len(stream.expected):,} events, seed {args.seed}, "
-          f"built in {time.perf_counter() - t0:.1f} s; best of {args.repeat} runs, gc off during each run, "
-          f"{'CPU' if args.clock == 'cpu' else 'wall-clock'} time")
+    print(
+        f"Realistic stream: {len(stream.raw):,} bytes, {len(stream.expected):,} events, seed {args.seed}, "
+        f"built in {time.perf_counter() - t0:.1f} s; best of {args.repeat} runs, gc off during each run, "
+        f"{'CPU' if args.clock == 'cpu' else 'wall-clock'} time"
+    )
 
     report = Report()
     for size in chunk_sizes:

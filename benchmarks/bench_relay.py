@@ -58,7 +58,7 @@ def script(frames: int, each: int) -> dict[str, Episode]:
     return {
         "ttft": Episode([Send(short[0]), Wait(TTFT)] + [Send(f) for f in short[1:]]),
         "frames": Episode([Send(f) for f in many]),
-        "bulk": Episode([Send(blob[i:i + BIG_WRITE]) for i in range(0, len(blob), BIG_WRITE)]),
+        "bulk": Episode([Send(blob[i : i + BIG_WRITE]) for i in range(0, len(blob), BIG_WRITE)]),
         "concurrent": Episode([Send(f) for f in small]),
     }
 
@@ -85,19 +85,27 @@ def _serve_passthrough(upstream: str, conn: Any) -> None:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
-        state["client"] = httpx.AsyncClient(timeout=None, trust_env=False,
-                                            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200))
+        state["client"] = httpx.AsyncClient(
+            timeout=None, trust_env=False, limits=httpx.Limits(max_connections=None, max_keepalive_connections=200)
+        )
         yield
         await state["client"].aclose()
 
     async def handle(request: Request) -> StreamingResponse:
         client = state["client"]
-        up = client.build_request("POST", upstream + "/chat/completions", content=await request.body(),
-                                  headers={"content-type": "application/json", "accept-encoding": "identity"})
+        up = client.build_request(
+            "POST",
+            upstream + "/chat/completions",
+            content=await request.body(),
+            headers={"content-type": "application/json", "accept-encoding": "identity"},
+        )
         response = await client.send(up, stream=True)
-        return StreamingResponse(response.aiter_raw(), status_code=response.status_code,
-                                 media_type=response.headers.get("content-type"),
-                                 background=BackgroundTask(response.aclose))
+        return StreamingResponse(
+            response.aiter_raw(),
+            status_code=response.status_code,
+            media_type=response.headers.get("content-type"),
+            background=BackgroundTask(response.aclose),
+        )
 
     app = Starlette(routes=[Route("/v1/chat/completions", handle, methods=["POST"])], lifespan=lifespan)
     with AppServer(app, name="passthrough") as server:
@@ -120,8 +128,12 @@ def child(target: Any, *args: Any) -> Iterator[str]:
 @contextmanager
 def cli(*upstreams: str) -> Iterator[str]:
     args = [a for u in upstreams for a in ("--upstream", u)]
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "relay", *args, "--port", "0", "--keepalive", "0",
-                             "--read-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlab", "relay", *args, "--port", "0", "--keepalive", "0", "--read-timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
     drain = subprocess.Popen(["cat"], stdin=proc.stdout, stdout=subprocess.DEVNULL)  # summaries never block it
@@ -153,10 +165,10 @@ async def concurrent(base_url: str, streams: int) -> tuple[float, int]:
     """`streams` one-frame-per-write streams at once: seconds for all of them, and their total bytes."""
     limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
     async with httpx.AsyncClient(timeout=120, trust_env=False, limits=limits) as client:
+
         async def one() -> int:
             n = 0
-            async with client.stream("POST", f"{base_url}/chat/completions",
-                                     json={**BODY, "model": "concurrent"}) as r:
+            async with client.stream("POST", f"{base_url}/chat/completions", json={**BODY, "model": "concurrent"}) as r:
                 async for chunk in r.aiter_raw():
                     n += len(chunk)
             return n
@@ -205,23 +217,32 @@ def measure(paths: dict[str, str], args: argparse.Namespace) -> bool:
     return bad
 
 
-def report(paths: dict[str, str], rates: dict[str, dict[str, float]], ttft: dict[str, list[float]],
-           args: argparse.Namespace) -> None:
-    rows = (("frames", f"{args.frames:,} frames, one write each", "events/s"),
-            ("bulk", "the same bytes, 64 KiB writes", "MB/s"),
-            ("concurrent", f"{args.streams} streams x {args.each} frames", "events/s"))
+def report(
+    paths: dict[str, str], rates: dict[str, dict[str, float]], ttft: dict[str, list[float]], args: argparse.Namespace
+) -> None:
+    rows = (
+        ("frames", f"{args.frames:,} frames, one write each", "events/s"),
+        ("bulk", "the same bytes, 64 KiB writes", "MB/s"),
+        ("concurrent", f"{args.streams} streams x {args.each} frames", "events/s"),
+    )
     print(f"{'workload':<34}" + "".join(f"{p:>14}" for p in paths) + f"{'relay/pass':>12}{'gateway/pass':>14}")
     for key, label, unit in rows:
         cells = "".join(f"{rates[p][key]:>14,.1f}" for p in paths)
         floor = rates["pass-through"][key]
-        print(f"{label + ' (' + unit + ')':<34}{cells}{rates['relay'][key] / floor:>11.2f}x"
-              f"{rates['gateway'][key] / floor:>13.2f}x")
-    print(f"TTFT (first token scheduled at {1000 * TTFT:.0f} ms), {args.rounds} rounds; p50 and the p50 of what each "
-          "path adds over direct:")
+        print(
+            f"{label + ' (' + unit + ')':<34}{cells}{rates['relay'][key] / floor:>11.2f}x"
+            f"{rates['gateway'][key] / floor:>13.2f}x"
+        )
+    print(
+        f"TTFT (first token scheduled at {1000 * TTFT:.0f} ms), {args.rounds} rounds; p50 and the p50 of what each "
+        "path adds over direct:"
+    )
     for path in paths:
         added = [t - d for t, d in zip(ttft[path], ttft["direct"])]
-        print(f"  {path:<14} p50 {1000 * statistics.median(ttft[path]):7.1f} ms   added "
-              f"{1000 * statistics.median(added):6.2f} ms")
+        print(
+            f"  {path:<14} p50 {1000 * statistics.median(ttft[path]):7.1f} ms   added "
+            f"{1000 * statistics.median(added):6.2f} ms"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,14 +256,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.frames, args.each, args.rounds = 3_000, 100, 10
-    print("relay and gateway against a plain pass-through: each server in its own process, the stand-in in "
-          "another, a bytes-only client here")
+    print(
+        "relay and gateway against a plain pass-through: each server in its own process, the stand-in in "
+        "another, a bytes-only client here"
+    )
     with ExitStack() as stack:
         upstream = stack.enter_context(child(_serve_standin, args.frames, args.each))
-        paths = {"direct": upstream,
-                 "pass-through": stack.enter_context(child(_serve_passthrough, upstream)),
-                 "relay": stack.enter_context(cli(upstream)),
-                 "gateway": stack.enter_context(cli(f"a={upstream}", f"b={upstream}"))}
+        paths = {
+            "direct": upstream,
+            "pass-through": stack.enter_context(child(_serve_passthrough, upstream)),
+            "relay": stack.enter_context(cli(upstream)),
+            "gateway": stack.enter_context(cli(f"a={upstream}", f"b={upstream}")),
+        }
         return 1 if measure(paths, args) else 0
 
 

@@ -77,8 +77,9 @@ async def _sketch_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWri
 
     try:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:"))
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+        )
         await reader.readexactly(length)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         for step in _sketch_steps():
@@ -94,6 +95,7 @@ async def _sketch_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWri
 
 def serve_sketch(n: int, conn: Any) -> None:
     """Child process: the same steps from one asyncio event loop; no records to send back."""
+
     async def main() -> None:
         server = await asyncio.start_server(_sketch_stream, "127.0.0.1", 0, backlog=max(256, n + 16))
         conn.send((server.sockets[0].getsockname()[1], os.getpid()))
@@ -120,11 +122,14 @@ class Stream:
 
 
 def _request(port: int, client: int) -> bytes:
-    body = json.dumps({"model": "scheduled", "stream": True,
-                       "messages": [{"role": "user", "content": "Count to twenty."}]}).encode()
-    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Authorization: Bearer learner-{client:03d}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    body = json.dumps(
+        {"model": "scheduled", "stream": True, "messages": [{"role": "user", "content": "Count to twenty."}]}
+    ).encode()
+    return (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer learner-{client:03d}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 class _Reader:
@@ -146,7 +151,7 @@ class _Reader:
                 return
             if not self.raw.startswith(b"HTTP/1.1 200"):
                 raise RuntimeError(f"client {self.stream.client}: {bytes(self.raw[:200])!r}")
-            del self.raw[:end + 4]
+            del self.raw[: end + 4]
             self.head_done = True
         while True:  # chunked coding: size line, data, CRLF
             line_end = self.raw.find(b"\r\n")
@@ -155,8 +160,8 @@ class _Reader:
             size = int(self.raw[:line_end], 16)
             if len(self.raw) < line_end + 2 + size + 2:
                 return
-            self.payload += self.raw[line_end + 2:line_end + 2 + size]
-            del self.raw[:line_end + 2 + size + 2]
+            self.payload += self.raw[line_end + 2 : line_end + 2 + size]
+            del self.raw[: line_end + 2 + size + 2]
             if size == 0:
                 self.finished = True
                 return
@@ -165,7 +170,7 @@ class _Reader:
     def _frames(self, at: float) -> None:
         while (end := self.payload.find(b"\n\n")) >= 0:
             frame = bytes(self.payload[:end])
-            del self.payload[:end + 2]
+            del self.payload[: end + 2]
             if not frame.startswith(b"data: {"):
                 continue
             for choice in json.loads(frame[6:])["choices"]:
@@ -222,7 +227,7 @@ async def _dashboard(port: int, n: int, done: asyncio.Event) -> tuple[int, float
                     totals = json.loads(line[6:])["totals"]
                     if settled is None and totals["requests"] == n and totals["active"] == 0:
                         settled = at
-            raw = raw[raw.rfind(b"\n") + 1:]
+            raw = raw[raw.rfind(b"\n") + 1 :]
     finally:
         writer.close()
     return events, settled
@@ -261,8 +266,10 @@ def percentile(values: list[float], p: float) -> float:
 
 def ms(values: list[float]) -> str:
     v = [1000 * x for x in values]
-    return (f"p50 {percentile(v, 50):6.1f}  p95 {percentile(v, 95):6.1f}  p99 {percentile(v, 99):6.1f}  "
-            f"max {max(v):6.1f} ms")
+    return (
+        f"p50 {percentile(v, 50):6.1f}  p95 {percentile(v, 95):6.1f}  p99 {percentile(v, 99):6.1f}  "
+        f"max {max(v):6.1f} ms"
+    )
 
 
 @dataclass
@@ -312,8 +319,11 @@ def run_round(n: int, spread: float, dashboard: bool, sketch: bool = False) -> R
 
 def report(rnd: Round, number: int) -> bool:
     """Print one round's figures; True when every stream is whole and the goal is met."""
-    good = [(c, sent, times) for c, sent, times, text, ending, _ in rnd.streams
-            if ending == "complete" and text == TEXT and len(times) == TOKENS]
+    good = [
+        (c, sent, times)
+        for c, sent, times, text, ending, _ in rnd.streams
+        if ending == "complete" and text == TEXT and len(times) == TOKENS
+    ]
     failed = [(c, ending) for c, _, _, text, ending, _ in rnd.streams if ending != "complete" or text != TEXT]
     ttft = [times[0] - sent - TTFT for _, sent, times in good]
     gaps = [b - a - GAP for _, _, times in good for a, b in zip(times, times[1:])]
@@ -325,16 +335,20 @@ def report(rnd: Round, number: int) -> bool:
         if start is not None and len(writes) > 1:
             overshoot.append(writes[1] - start - TTFT)
             arrival.append(start - sent)
-    print(f"round {number}: {len(good)}/{len(rnd.streams)} streams whole and in order; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"round {number}: {len(good)}/{len(rnd.streams)} streams whole and in order; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     if good:
         print(f"  TTFT error (measured - 300 ms)     {ms(ttft)}")
         print(f"  gap error  (measured - 50 ms)      {ms(gaps)}")
         if overshoot:
             print(f"    of which: request sent -> read   {ms(arrival)}")
             print(f"    of which: server's own overshoot {ms(overshoot)}")
-    print(f"  server CPU {rnd.cpu:.2f} s over {rnd.wall:.2f} s ({100 * rnd.cpu / rnd.wall:.0f}% of one core); "
-          f"RSS {rnd.rss_before / 2**20:.1f} MiB before, peak {rnd.rss_peak / 2**20:.1f} MiB")
+    print(
+        f"  server CPU {rnd.cpu:.2f} s over {rnd.wall:.2f} s ({100 * rnd.cpu / rnd.wall:.0f}% of one core); "
+        f"RSS {rnd.rss_before / 2**20:.1f} MiB before, peak {rnd.rss_peak / 2**20:.1f} MiB"
+    )
     events, settled = rnd.board
     if events:
         last_end = max(ended for *_, ended in rnd.streams)
@@ -351,16 +365,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=1, help="repeat with a fresh server each time")
-    ap.add_argument("--spread", type=float, default=0.0,
-                    help="spread the requests over this many seconds (default 0: all at once)")
+    ap.add_argument(
+        "--spread", type=float, default=0.0, help="spread the requests over this many seconds (default 0: all at once)"
+    )
     ap.add_argument("--no-dashboard", action="store_true", help="leave the dashboard's feed closed")
-    ap.add_argument("--asyncio-sketch", action="store_true",
-                    help="serve from a bare asyncio loop instead of the stand-in (for comparison; no dashboard)")
+    ap.add_argument(
+        "--asyncio-sketch",
+        action="store_true",
+        help="serve from a bare asyncio loop instead of the stand-in (for comparison; no dashboard)",
+    )
     args = ap.parse_args(argv)
     server = "a bare asyncio sketch" if args.asyncio_sketch else "a stand-in"
-    print(f"{args.clients} clients streaming the ttft scenario from {server} in another process "
-          f"({os.cpu_count()} CPUs, Python {sys.version.split()[0]}); requests "
-          + (f"spread over {args.spread:g} s" if args.spread else "sent at the same instant"))
+    print(
+        f"{args.clients} clients streaming the ttft scenario from {server} in another process "
+        f"({os.cpu_count()} CPUs, Python {sys.version.split()[0]}); requests "
+        + (f"spread over {args.spread:g} s" if args.spread else "sent at the same instant")
+    )
     ok = True
     for number in range(1, args.rounds + 1):
         dashboard = not (args.no_dashboard or args.asyncio_sketch)

@@ -118,9 +118,12 @@ _EXPORTS: dict[str, str] = {
     # sans-IO core: one relayed stream, the media-type rule
     "RelayedStream": "streamlab.core.relay.stream",
     "is_event_stream": "streamlab.core.sse",
-    # tools: the checkpoint quizzes
-    "quiz": "streamlab.tools.quiz",
-    "quiz_text": "streamlab.tools.quiz",
+    # tools: the checkpoint quizzes (answers only on request)
+    "quiz": "streamlab.tools.quizview",
+    "quiz_text": "streamlab.tools.quizview",
+    "quiz_answers": "streamlab.tools.quizview",
+    # I/O: a learner's verdicts, sent to the room's stand-in too (opt-in, one line in a lab's setup cell)
+    "join_room": "streamlab.net.progress",
 }
 
 __all__ = ["__version__", *_EXPORTS]  # the one list is _EXPORTS; tests/test_exported_members.py pins it

@@ -39,7 +39,8 @@ fixtures all start a stand-in)."""
 
 OPENS_SOCKETS = re.compile(
     r"\b(?:StandIn|serve|raw_request|one_shot_server|free_port|create_connection|run_three_clients)\(|"
-    r"\bsocket\.socket\(|\bhttpx\.(?:Async)?Client\(|\b(?:Async)?OpenAI\(")
+    r"\bsocket\.socket\(|\bhttpx\.(?:Async)?Client\(|\b(?:Async)?OpenAI\("
+)
 """Calls that open sockets: a test whose own source makes one is `net` even in a mostly pure module."""
 
 NOTEBOOK_MODULES = frozenset({"test_solutions"})
@@ -115,7 +116,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.outcome = "failed"
         report.longrepr = (
             f"{item.nodeid} opened {len(opened)} TCP socket(s) but is not marked `net`. Use a fixture from "
-            "NET_FIXTURES, add the module to NET_MODULES in tests/conftest.py, or mark it @pytest.mark.net.")
+            "NET_FIXTURES, add the module to NET_MODULES in tests/conftest.py, or mark it @pytest.mark.net."
+        )
 
 
 @pytest.fixture
@@ -155,5 +157,3 @@ def idle_standin():
 def serve_once() -> Callable[[bytes], contextlib.AbstractContextManager[int]]:
     """`with serve_once(http_response(b"...")) as port:` (the fixture form of one_shot_server)."""
     return one_shot_server
-
-

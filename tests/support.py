@@ -46,13 +46,18 @@ def dechunk(body: bytes) -> tuple[list[bytes], bool]:
         size = int(body[pos:eol], 16)
         if size == 0:
             return chunks, True
-        chunks.append(body[eol + 2:eol + 2 + size])
+        chunks.append(body[eol + 2 : eol + 2 + size])
         pos = eol + 2 + size + 2
     return chunks, False
 
 
-def http_response(body: bytes, *, status: str = "200 OK", content_type: str | None = "text/event-stream",
-                  content_length: int | None = None) -> bytes:
+def http_response(
+    body: bytes,
+    *,
+    status: str = "200 OK",
+    content_type: str | None = "text/event-stream",
+    content_length: int | None = None,
+) -> bytes:
     """The bytes of a whole HTTP/1.1 response (Content-Length defaults to the body's real length)."""
     head = f"HTTP/1.1 {status}\r\n"
     if content_type is not None:
@@ -92,8 +97,9 @@ def one_shot_server(reply: bytes) -> Iterator[int]:
 @contextlib.contextmanager
 def streamlab_cli(*args: str) -> Iterator[subprocess.Popen[str]]:
     """`python -m streamlab ARGS` with text pipes; killed and reaped on the way out if it is still running."""
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlab", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         yield proc
     finally:

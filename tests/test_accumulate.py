@@ -37,7 +37,7 @@ from streamlab.core.sse import SSEEvent
 RUNS = 60
 PIECES = ["Hel", "lo", " w\u00f6rld", " \U0001f642", " \u2603\ufe0f"]  # 2-, 3- and 4-byte characters
 TEXT = "".join(PIECES)
-ARGS = ['{"loc', 'ation": "Par', 'is, Fran', 'ce \u00e9t\u00e9"}']
+ARGS = ['{"loc', 'ation": "Par', "is, Fran", 'ce \u00e9t\u00e9"}']
 
 
 def chunkings(raw: bytes, seed: str) -> Iterator[list[bytes]]:
@@ -140,8 +140,10 @@ def test_chat_n_greater_than_one() -> None:
         assert r.accumulator.text == {i: "".join(a) for i, a in enumerate(answers)}
         assert r.accumulator.finish_reason == {0: "stop", 1: "stop", 2: "stop"}
         assert r.outcome is Outcome.COMPLETE
-    acc = replay([b"".join(shapes.chat_multi_choice_stream(answers, finish_reasons=["stop", "length", "stop"]))],
-                 ChatAccumulator()).accumulator
+    acc = replay(
+        [b"".join(shapes.chat_multi_choice_stream(answers, finish_reasons=["stop", "length", "stop"]))],
+        ChatAccumulator(),
+    ).accumulator
     assert acc.outcome() is Outcome.INCOMPLETE and "choice 1: 'length'" in acc.explain()
 
 
@@ -530,8 +532,9 @@ def test_deep_or_huge_json_is_a_frame_error_and_keeps_what_came(name: str, make:
     if make is ChatAccumulator:
         first = shapes.sse_frame(shapes.to_json(shapes.chat_chunk([shapes.chat_choice({"content": "kept"})])))
     else:
-        first = shapes.responses_frames([{"type": "response.output_text.delta", "output_index": 0,
-                                          "content_index": 0, "delta": "kept"}])[0]
+        first = shapes.responses_frames(
+            [{"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "kept"}]
+        )[0]
     with pytest.raises(FrameError) as info:
         replay([first + shapes.sse_frame(DEEP_OR_HUGE[name])], acc)
     assert info.value.event_number == 2 and "event #2" in str(info.value)
@@ -552,14 +555,17 @@ def test_deep_or_huge_tool_arguments_are_refused_with_tool_call_error(arguments:
         resp.call_arguments(0)
 
 
-@pytest.mark.parametrize(("data", "problem"), [
-    ('{"choices": [{"index": 0, "delta": "text"}]}', "'delta' must be dict"),
-    ('{"choices": [{"index": 0, "delta": {"tool_calls": 5}}]}', "'delta.tool_calls' must be list"),
-    ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": "f"}]}}]}', "'function' must be"),
-    ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": 7}]}}]}', "'id' must be str"),
-    ('{"choices": [{"index": 0, "delta": {"role": ["assistant"]}}]}', "'delta.role' must be str"),
-    ('{"choices": [{"index": 0, "delta": {}, "finish_reason": ["stop"]}]}', "'finish_reason' must be str"),
-])
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ('{"choices": [{"index": 0, "delta": "text"}]}', "'delta' must be dict"),
+        ('{"choices": [{"index": 0, "delta": {"tool_calls": 5}}]}', "'delta.tool_calls' must be list"),
+        ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": "f"}]}}]}', "'function' must be"),
+        ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": 7}]}}]}', "'id' must be str"),
+        ('{"choices": [{"index": 0, "delta": {"role": ["assistant"]}}]}', "'delta.role' must be str"),
+        ('{"choices": [{"index": 0, "delta": {}, "finish_reason": ["stop"]}]}', "'finish_reason' must be str"),
+    ],
+)
 def test_chat_fields_of_the_wrong_type_are_frame_errors(data: str, problem: str) -> None:
     """Each of these used to raise AttributeError or TypeError (some only later, in outcome())."""
     acc = ChatAccumulator()
@@ -568,12 +574,21 @@ def test_chat_fields_of_the_wrong_type_are_frame_errors(data: str, problem: str)
     assert acc.outcome() is Outcome.TRUNCATED and acc.explain()
 
 
-@pytest.mark.parametrize(("event", "problem"), [
-    ({"type": "response.completed", "response": [1]}, "'response' must be dict"),
-    ({"type": "response.incomplete", "response": {"incomplete_details": "max_tokens"}}, "incomplete_details"),
-    ({"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "arguments": 5}},
-     "'arguments' must be str"),
-])
+@pytest.mark.parametrize(
+    ("event", "problem"),
+    [
+        ({"type": "response.completed", "response": [1]}, "'response' must be dict"),
+        ({"type": "response.incomplete", "response": {"incomplete_details": "max_tokens"}}, "incomplete_details"),
+        (
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {"type": "function_call", "arguments": 5},
+            },
+            "'arguments' must be str",
+        ),
+    ],
+)
 def test_responses_fields_of_the_wrong_type_are_frame_errors(event: dict, problem: str) -> None:
     acc = ResponsesAccumulator()
     with pytest.raises(FrameError, match=problem):
@@ -616,30 +631,71 @@ def _maybe(strategy: st.SearchStrategy) -> st.SearchStrategy:
 _rarely = st.none() | st.none() | st.none() | json_values  # an `error` key ends the stream: keep it rare
 
 
-_fragment = st.fixed_dictionaries({}, optional={
-    "index": _maybe(st.integers(0, 2)), "id": json_values, "type": json_values,
-    "function": _maybe(st.fixed_dictionaries({}, optional={"name": json_values, "arguments": json_values})),
-})
-_delta = st.fixed_dictionaries({}, optional={
-    "role": json_values, "content": json_values, "refusal": json_values, "tool_calls": _maybe(st.lists(_fragment)),
-})
-_choice = st.fixed_dictionaries({}, optional={
-    "index": _maybe(st.integers(0, 2)), "delta": _maybe(_delta), "finish_reason": json_values,
-})
-chat_objects = st.fixed_dictionaries({}, optional={
-    "choices": _maybe(st.lists(_choice, max_size=3)), "usage": json_values, "error": _rarely,
-})
+_fragment = st.fixed_dictionaries(
+    {},
+    optional={
+        "index": _maybe(st.integers(0, 2)),
+        "id": json_values,
+        "type": json_values,
+        "function": _maybe(st.fixed_dictionaries({}, optional={"name": json_values, "arguments": json_values})),
+    },
+)
+_delta = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": json_values,
+        "content": json_values,
+        "refusal": json_values,
+        "tool_calls": _maybe(st.lists(_fragment)),
+    },
+)
+_choice = st.fixed_dictionaries(
+    {},
+    optional={
+        "index": _maybe(st.integers(0, 2)),
+        "delta": _maybe(_delta),
+        "finish_reason": json_values,
+    },
+)
+chat_objects = st.fixed_dictionaries(
+    {},
+    optional={
+        "choices": _maybe(st.lists(_choice, max_size=3)),
+        "usage": json_values,
+        "error": _rarely,
+    },
+)
 _RESPONSES_TYPES = sorted(RESPONSES_KNOWN_EVENTS) + ["response.unknown"]
-responses_objects = st.fixed_dictionaries({"type": _maybe(st.sampled_from(_RESPONSES_TYPES))}, optional={
-    "sequence_number": _maybe(st.integers(0, 50)), "output_index": _maybe(st.integers(0, 2)),
-    "content_index": _maybe(st.integers(0, 2)), "delta": json_values, "text": json_values, "arguments": json_values,
-    "refusal": json_values, "error": _rarely, "part": json_values,
-    "item": _maybe(st.fixed_dictionaries({}, optional={
-        "type": _maybe(st.sampled_from(["function_call", "message"])), "arguments": json_values,
-        "content": json_values, "status": json_values})),
-    "response": _maybe(st.fixed_dictionaries({}, optional={
-        "usage": json_values, "incomplete_details": json_values, "error": json_values})),
-})
+responses_objects = st.fixed_dictionaries(
+    {"type": _maybe(st.sampled_from(_RESPONSES_TYPES))},
+    optional={
+        "sequence_number": _maybe(st.integers(0, 50)),
+        "output_index": _maybe(st.integers(0, 2)),
+        "content_index": _maybe(st.integers(0, 2)),
+        "delta": json_values,
+        "text": json_values,
+        "arguments": json_values,
+        "refusal": json_values,
+        "error": _rarely,
+        "part": json_values,
+        "item": _maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "type": _maybe(st.sampled_from(["function_call", "message"])),
+                    "arguments": json_values,
+                    "content": json_values,
+                    "status": json_values,
+                },
+            )
+        ),
+        "response": _maybe(
+            st.fixed_dictionaries(
+                {}, optional={"usage": json_values, "incomplete_details": json_values, "error": json_values}
+            )
+        ),
+    },
+)
 
 
 def _read_everything(acc: ChatAccumulator | ResponsesAccumulator) -> None:
@@ -655,8 +711,12 @@ def _read_everything(acc: ChatAccumulator | ResponsesAccumulator) -> None:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["message"] * 4 + ["error", "ping"]),
-                          chat_objects | chat_objects | json_values), max_size=6))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["message"] * 4 + ["error", "ping"]), chat_objects | chat_objects | json_values),
+        max_size=6,
+    )
+)
 def test_any_json_into_chat_raises_only_documented_errors(events: list[tuple[str, object]]) -> None:
     acc = ChatAccumulator()
     for kind, obj in events:
@@ -668,8 +728,15 @@ def test_any_json_into_chat_raises_only_documented_errors(events: list[tuple[str
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["message"] * 4 + ["error", "response.output_text.delta"]),
-                          responses_objects | responses_objects | json_values), max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["message"] * 4 + ["error", "response.output_text.delta"]),
+            responses_objects | responses_objects | json_values,
+        ),
+        max_size=8,
+    )
+)
 def test_any_json_into_responses_raises_only_documented_errors(events: list[tuple[str, object]]) -> None:
     acc = ResponsesAccumulator()
     for kind, obj in events:
@@ -712,8 +779,9 @@ def test_a_name_repeated_whole_in_every_fragment_is_joined_like_the_sdk_but_neve
 
 
 def test_a_name_sent_once_or_split_in_different_pieces_is_not_a_repeat() -> None:
-    split = b"".join(shapes.chat_tool_call_stream([("call_1", "get_weather", ('{"a": 1}',))], split_header=True,
-                                                  interleave=False))
+    split = b"".join(
+        shapes.chat_tool_call_stream([("call_1", "get_weather", ('{"a": 1}',))], split_header=True, interleave=False)
+    )
     acc = replay([split], ChatAccumulator()).accumulator
     call = acc.tool_calls[(0, 0)]
     assert (call.name, call.name_fragments, call.name_repeated) == ("get_weather", 2, None)

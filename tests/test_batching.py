@@ -10,8 +10,12 @@ from hypothesis import strategies as st
 from streamlab.core.batching import EPSILON, Batcher, Flush, batch, render_stats
 from streamlab.core.metrics import Schedule
 
-GAPS = st.lists(st.tuples(st.floats(min_value=0, max_value=0.3, allow_nan=False),
-                          st.text(alphabet="ab\u00e9\U0001f600 ", max_size=4)), max_size=60)
+GAPS = st.lists(
+    st.tuples(
+        st.floats(min_value=0, max_value=0.3, allow_nan=False), st.text(alphabet="ab\u00e9\U0001f600 ", max_size=4)
+    ),
+    max_size=60,
+)
 
 
 def schedule(gaps: list[tuple[float, str]], start: float = 0.25) -> list[tuple[float, str]]:
@@ -91,17 +95,23 @@ def test_bad_input_is_refused():
         b.tick(float("inf"))
 
 
-@pytest.mark.parametrize(("gap", "interval", "repaints", "per_second", "chars"), [
-    (0.008, 0.0, 200, 125.0, 5.0),   # fast, every delta
-    (0.008, 0.05, 33, 20.0, 30.3),   # fast, 50 ms batching
-    (0.12, 0.0, 200, 8.3, 5.0),      # slow, every delta
-    (0.12, 0.05, 200, 8.3, 5.0),     # slow, 50 ms batching: nothing to coalesce, nothing delayed
-])
+@pytest.mark.parametrize(
+    ("gap", "interval", "repaints", "per_second", "chars"),
+    [
+        (0.008, 0.0, 200, 125.0, 5.0),  # fast, every delta
+        (0.008, 0.05, 33, 20.0, 30.3),  # fast, 50 ms batching
+        (0.12, 0.0, 200, 8.3, 5.0),  # slow, every delta
+        (0.12, 0.05, 200, 8.3, 5.0),  # slow, 50 ms batching: nothing to coalesce, nothing delayed
+    ],
+)
 def test_the_labs_side_by_side_numbers(gap, interval, repaints, per_second, chars):
     sched = Schedule(0.3, gap, tuple(f"w{i:03d} " for i in range(200)))
     stats = render_stats(batch(zip(sched.piece_times(), sched.pieces), interval))
     assert (stats.repaints, round(stats.per_second, 1), round(stats.chars_per_repaint, 1)) == (
-        repaints, per_second, chars)
+        repaints,
+        per_second,
+        chars,
+    )
     assert stats.first_paint == 0.3  # perceived TTFT unchanged
     assert stats.max_wait <= interval + EPSILON
 

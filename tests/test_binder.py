@@ -42,8 +42,14 @@ def test_the_repository_passes_the_static_checks() -> None:
 
 def _copy(tmp_path: Path) -> Path:
     """The files the static checks read, in a folder of their own."""
-    for name in ("environment.yml", "pyproject.toml", "constraints.txt", "postBuild", ".dockerignore",
-                 "notebooks/README.md"):
+    for name in (
+        "environment.yml",
+        "pyproject.toml",
+        "constraints.txt",
+        "postBuild",
+        ".dockerignore",
+        "notebooks/README.md",
+    ):
         target = tmp_path / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
@@ -56,6 +62,7 @@ def _edit(name: str, old: str, new: str):
         text = path.read_text(encoding="utf-8")
         assert old in text, f"{name} no longer holds {old!r}: update this test"
         path.write_text(text.replace(old, new), encoding="utf-8")
+
     return apply
 
 
@@ -89,8 +96,11 @@ def test_each_static_check_finds_the_problem_it_is_for(tmp_path: Path, breakage:
 
 def _run_postbuild(prefix: Path) -> subprocess.CompletedProcess[str]:
     """postBuild as repo2docker runs it: from the repository root, the environment's bin first on the PATH."""
-    env = dict(os.environ, NB_PYTHON_PREFIX=str(prefix),
-               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    env = dict(
+        os.environ,
+        NB_PYTHON_PREFIX=str(prefix),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
     return subprocess.run(["./postBuild"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -126,8 +136,9 @@ def test_postbuild_fails_the_build_when_the_labs_cannot_import(tmp_path: Path) -
     broken.mkdir()
     (broken / "python3").write_text("#!/bin/sh\nexec false\n")
     (broken / "python3").chmod(0o755)
-    env = dict(os.environ, NB_PYTHON_PREFIX=str(tmp_path / "env"), PATH=os.pathsep.join([str(broken), "/usr/bin",
-                                                                                         "/bin"]))
+    env = dict(
+        os.environ, NB_PYTHON_PREFIX=str(tmp_path / "env"), PATH=os.pathsep.join([str(broken), "/usr/bin", "/bin"])
+    )
     done = subprocess.run(["./postBuild"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert not _server_config(tmp_path / "env").exists()  # it stopped at the first failure
@@ -145,8 +156,10 @@ def test_a_jupyterlab_with_what_postbuild_wrote_opens_on_the_rendered_labs_index
     (extra / "jupyter_server_config.json").write_text(json.dumps({"LabApp": {"app_settings_dir": str(settings)}}))
     env = dict(os.environ, JUPYTER_CONFIG_PATH=os.pathsep.join([str(_server_config(prefix).parent), str(extra)]))
 
-    with JupyterLabServer(ROOT, env=env, log_path=tmp_path / "jupyterlab.log") as lab, \
-            httpx.Client(base_url=lab.url, trust_env=False, timeout=30) as http:
+    with (
+        JupyterLabServer(ROOT, env=env, log_path=tmp_path / "jupyterlab.log") as lab,
+        httpx.Client(base_url=lab.url, trust_env=False, timeout=30) as http,
+    ):
         home = http.get("/", follow_redirects=False)
         assert home.status_code == 302 and home.headers["location"].rstrip("?").endswith(LABS_URL)
         index = http.get("/api/contents/" + LABS_URL.removeprefix("/lab/tree/"), params={"content": "0"})
@@ -163,27 +176,31 @@ def test_a_jupyterlab_with_what_postbuild_wrote_opens_on_the_rendered_labs_index
 def test_repo2dockers_dockerfile_installs_environment_yml_then_runs_postbuild() -> None:
     repo2docker = find_repo2docker()
     if repo2docker is None:
-        pytest.skip("repo2docker is not installed (not a project dependency). To run this check: "
-                    "python3 -m venv /tmp/r2d && /tmp/r2d/bin/pip install jupyter-repo2docker, then "
-                    "STREAMLAB_REPO2DOCKER=/tmp/r2d/bin/jupyter-repo2docker, or "
-                    "`.venv/bin/python tools/binder_check.py --repo2docker /tmp/r2d/bin/jupyter-repo2docker`")
+        pytest.skip(
+            "repo2docker is not installed (not a project dependency). To run this check: "
+            "python3 -m venv /tmp/r2d && /tmp/r2d/bin/pip install jupyter-repo2docker, then "
+            "STREAMLAB_REPO2DOCKER=/tmp/r2d/bin/jupyter-repo2docker, or "
+            "`.venv/bin/python tools/binder_check.py --repo2docker /tmp/r2d/bin/jupyter-repo2docker`"
+        )
     dockerfile, log = render_dockerfile(repo2docker)
     assert dockerfile_problems(dockerfile, log) == []
-    assert 'RUN ./postBuild' in dockerfile and '--file "environment.yml"' in dockerfile
+    assert "RUN ./postBuild" in dockerfile and '--file "environment.yml"' in dockerfile
 
 
 def test_the_dockerfile_check_reads_repo2dockers_output() -> None:
     """On a trimmed copy of what repo2docker 2026.4 prints for this repository, and on the same text broken."""
-    good = "\n".join([
-        "FROM docker.io/library/buildpack-deps:24.04",
-        "COPY --chown=1000:1000 src/ ${REPO_DIR}/",
-        "USER ${NB_USER}",
-        "RUN TIMEFORMAT='time: %3R' \\",
-        "bash -c 'time ${MAMBA_EXE} env update -p ${NB_PYTHON_PREFIX} --file \"environment.yml\" && \\",
-        "RUN chmod +x postBuild",
-        "RUN ./postBuild",
-        'CMD ["jupyter", "notebook", "--ip", "0.0.0.0"]',
-    ])
+    good = "\n".join(
+        [
+            "FROM docker.io/library/buildpack-deps:24.04",
+            "COPY --chown=1000:1000 src/ ${REPO_DIR}/",
+            "USER ${NB_USER}",
+            "RUN TIMEFORMAT='time: %3R' \\",
+            'bash -c \'time ${MAMBA_EXE} env update -p ${NB_PYTHON_PREFIX} --file "environment.yml" && \\',
+            "RUN chmod +x postBuild",
+            "RUN ./postBuild",
+            'CMD ["jupyter", "notebook", "--ip", "0.0.0.0"]',
+        ]
+    )
     log = "Picked Local content provider.\nBuilding conda environment for python=3.11\n"
     assert dockerfile_problems(good, log) == []
     assert "builds Python 3.10" in dockerfile_problems(good, log.replace("3.11", "3.10"))[0]

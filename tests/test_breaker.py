@@ -57,10 +57,23 @@ def test_states_have_gauge_codes_and_print_as_their_value():
 # -- what counts against an upstream ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("status", "health"), [
-    (500, "fault"), (502, "fault"), (503, "fault"), (504, "fault"), (429, "fault"), (408, "fault"),
-    (400, "neutral"), (401, "neutral"), (403, "neutral"), (404, "neutral"), (409, "neutral"), (422, "neutral"),
-])
+@pytest.mark.parametrize(
+    ("status", "health"),
+    [
+        (500, "fault"),
+        (502, "fault"),
+        (503, "fault"),
+        (504, "fault"),
+        (429, "fault"),
+        (408, "fault"),
+        (400, "neutral"),
+        (401, "neutral"),
+        (403, "neutral"),
+        (404, "neutral"),
+        (409, "neutral"),
+        (422, "neutral"),
+    ],
+)
 def test_statuses_count_against_the_upstream_only_when_it_is_the_upstreams_doing(status, health):
     assert health_of(Ending.HTTP_ERROR, status=status) == health
 
@@ -88,7 +101,11 @@ def test_every_ending_has_a_health():
         else:
             assert isinstance(health_of(ending), Health)
     assert {e for e, h in ENDING_HEALTH.items() if h is Health.FAULT} >= {
-        Ending.CONNECT_ERROR, Ending.BROKEN, Ending.READ_TIMEOUT, Ending.INCOMPLETE_EVENT}
+        Ending.CONNECT_ERROR,
+        Ending.BROKEN,
+        Ending.READ_TIMEOUT,
+        Ending.INCOMPLETE_EVENT,
+    }
 
 
 # -- one breaker, by hand -----------------------------------------------------------------------------
@@ -127,8 +144,12 @@ def test_after_the_cooldown_exactly_one_probe_goes_and_its_result_decides():
     b.record(probe, Ending.COMPLETE, opened + 23, content="complete")
     assert (b.state, b.failures) == ("closed", 0)
     assert [(t.before, t.after, t.signal) for t in b.transitions] == [
-        ("closed", "open", "trip"), ("open", "half_open", "cooled"), ("half_open", "open", "failure"),
-        ("open", "half_open", "cooled"), ("half_open", "closed", "success")]
+        ("closed", "open", "trip"),
+        ("open", "half_open", "cooled"),
+        ("half_open", "open", "failure"),
+        ("open", "half_open", "cooled"),
+        ("half_open", "closed", "success"),
+    ]
 
 
 def test_a_neutral_probe_frees_the_slot_for_another():
@@ -236,11 +257,18 @@ class Model:
             self.until = now + self.cooldown
 
 
-STEPS = st.lists(st.one_of(
-    st.tuples(st.just("ask"), st.floats(min_value=0, max_value=4)),
-    st.tuples(st.just("answer"), st.integers(min_value=0, max_value=20), st.sampled_from(["ok", "fault", "neutral"]),
-              st.floats(min_value=0, max_value=4)),
-), max_size=80)
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("ask"), st.floats(min_value=0, max_value=4)),
+        st.tuples(
+            st.just("answer"),
+            st.integers(min_value=0, max_value=20),
+            st.sampled_from(["ok", "fault", "neutral"]),
+            st.floats(min_value=0, max_value=4),
+        ),
+    ),
+    max_size=80,
+)
 
 
 @settings(max_examples=200, deadline=None)

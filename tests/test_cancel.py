@@ -119,8 +119,7 @@ def test_cancel_through_the_retrying_stream(server: StandIn) -> None:
 def test_cancel_a_resumable_stream_does_not_reconnect() -> None:
     frames = responses_text_stream([f"w{i} " for i in range(100)], response_id="resp_long")
     stored = StoredResponse.from_frames(frames)
-    with StandIn({"bg": Episode(paced(frames, gap=0.01))}, stored={"resp_long": stored},
-                 require_input=False) as server:
+    with StandIn({"bg": Episode(paced(frames, gap=0.01))}, stored={"resp_long": stored}, require_input=False) as server:
         acc = ResponsesAccumulator()
         with ResumableResponseStream(server.base_url, {"model": "bg", "background": True}) as stream:
             for timed in stream:

@@ -45,8 +45,16 @@ from streamlab.net.standin.server import StandIn
 pytestmark = [pytest.mark.net]
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07-capstone-relay.ipynb"
-PIECES = ["Gr\u00fc\u00dfe ", "aus ", "K\u00f6ln, ", "na\u00efve ", "caf\u00e9 ", "\u2014 ", "\u65e5\u672c ",
-          "\U0001f389"]
+PIECES = [
+    "Gr\u00fc\u00dfe ",
+    "aus ",
+    "K\u00f6ln, ",
+    "na\u00efve ",
+    "caf\u00e9 ",
+    "\u2014 ",
+    "\u65e5\u672c ",
+    "\U0001f389",
+]
 TEXT = "".join(PIECES)
 FRAMES = shapes.chat_text_stream(PIECES, include_usage=False)
 ASK = [{"role": "user", "content": "Greet me from Cologne."}]
@@ -61,13 +69,15 @@ def _sends(frames: list[bytes]) -> list[Send]:
 SCRIPTS = {
     "answer": Episode(paced(FRAMES, gap=0.01)),
     "usage": Episode(paced(shapes.chat_text_stream(PIECES), gap=0.01)),
-    "halves": Episode([Send(FRAMES[0]), Send(FRAMES[1][:HALF]), Wait(0.5), Send(FRAMES[1][HALF:])]
-                      + _sends(FRAMES[2:])),
+    "halves": Episode(
+        [Send(FRAMES[0]), Send(FRAMES[1][:HALF]), Wait(0.5), Send(FRAMES[1][HALF:])] + _sends(FRAMES[2:])
+    ),
     "hang": Episode(_sends(FRAMES[:3]) + [Stall()]),
     "early": Episode(_sends(FRAMES[:4]) + [End()]),
     "marked": Episode(_sends(FRAMES[:3]) + [Send(marker_frame("chat", "upstream_broke", REASON))]),
-    "marked-responses": Episode(_sends(shapes.responses_text_stream(PIECES)[:6])
-                                + [Send(marker_frame("responses", "upstream_broke", REASON))]),
+    "marked-responses": Episode(
+        _sends(shapes.responses_text_stream(PIECES)[:6]) + [Send(marker_frame("responses", "upstream_broke", REASON))]
+    ),
 }
 
 
@@ -110,8 +120,9 @@ def solution(ex_id: str) -> Any:
 
 def reference_body() -> Any:
     """The reference relay's decisions in the lab's plumbing, from the lab's last <details> block."""
-    match = re.search(r"<summary>The reference relay, in your plumbing</summary>.*?```python\n(.*?)```", _markdown(),
-                      re.S)
+    match = re.search(
+        r"<summary>The reference relay, in your plumbing</summary>.*?```python\n(.*?)```", _markdown(), re.S
+    )
     assert match, "the lab shows no reference body"
     return _namespace(match.group(1))["reference_body"]
 
@@ -128,6 +139,35 @@ async def whole_events(upstream: httpx.Response, stream: StreamInfo) -> AsyncIte
             yield head + b"".join(f"data: {line}\n".encode() for line in event.data.split("\n")) + b"\n"
 
 
+async def decodes_text(upstream: httpx.Response, stream: StreamInfo) -> AsyncIterator[bytes]:
+    """Decodes the bytes as text and encodes them again: the same bytes in the end, but a character cut between two
+    chunks waits for its second half (what the lab says `aiter_text()` does)."""
+    async for text in upstream.aiter_text():
+        yield text.encode()
+
+
+async def summary_after_the_loop(upstream: httpx.Response, stream: StreamInfo) -> AsyncIterator[bytes]:
+    """Stage 2 with its summary written after the read loop instead of in a `finally`."""
+    from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
+
+    parser = SSEParser()
+    acc = ChatAccumulator() if stream.dialect == "chat" else ResponsesAccumulator()
+    async for chunk in upstream.aiter_raw():
+        yield chunk
+        for event in parser.feed(chunk):
+            acc.feed(event)
+    stream.summaries.append(
+        {
+            "model": stream.model,
+            "outcome": str(acc.outcome()),
+            "text_chars": sum(map(len, acc.text.values())),
+            "usage": acc.usage,
+            "ttft_s": None,
+            "total_s": stream.elapsed(),
+        }
+    )
+
+
 def _keepalive_variant(*, beat: bytes | None, cancel_reader: bool) -> Any:
     """`with_keepalives` from the lab with one change: a fixed keep-alive (`beat`), or a reader task that is never
     cancelled."""
@@ -136,8 +176,14 @@ def _keepalive_variant(*, beat: bytes | None, cancel_reader: bool) -> Any:
 
     async def body(upstream: httpx.Response, stream: StreamInfo) -> AsyncIterator[bytes]:
         parser, queue = SSEParser(), asyncio.Queue()
-        summary = {"model": stream.model, "outcome": "complete", "text_chars": 0, "usage": None, "ttft_s": None,
-                   "total_s": None}
+        summary = {
+            "model": stream.model,
+            "outcome": "complete",
+            "text_chars": 0,
+            "usage": None,
+            "ttft_s": None,
+            "total_s": None,
+        }
 
         async def read_upstream() -> None:
             try:
@@ -202,12 +248,15 @@ def test_the_answer_has_33_characters_in_47_bytes_over_11_frames():
 def test_a_cut_between_events_delivers_exactly_the_events_before_it(server, wire):
     for count in (1, 4, len(FRAMES) - 1):
         at = between_events(FRAMES, wire, count)
-        with ChaosProxy(("127.0.0.1", server.port), cut_after=at) as proxy, \
-                httpx.Client(timeout=5, trust_env=False) as http:
+        with (
+            ChaosProxy(("127.0.0.1", server.port), cut_after=at) as proxy,
+            httpx.Client(timeout=5, trust_env=False) as http,
+        ):
             body = b""
             with pytest.raises(httpx.RemoteProtocolError):
-                with http.stream("POST", proxy.url("/v1/chat/completions"),
-                                 json={"model": "answer", "messages": ASK, "stream": True}) as response:
+                with http.stream(
+                    "POST", proxy.url("/v1/chat/completions"), json={"model": "answer", "messages": ASK, "stream": True}
+                ) as response:
                     for chunk in response.iter_raw():
                         body += chunk
         assert body == b"".join(FRAMES[:count])
@@ -216,23 +265,63 @@ def test_a_cut_between_events_delivers_exactly_the_events_before_it(server, wire
 
 
 ROWS = {
-    "latency 40\u00b130 ms, both ways": (dict(latency_ms=40, jitter_ms=30, direction="both"), "answer",
-                                         "text identical", "text identical", "complete"),
+    "latency 40\u00b130 ms, both ways": (
+        dict(latency_ms=40, jitter_ms=30, direction="both"),
+        "answer",
+        "text identical",
+        "text identical",
+        "complete",
+    ),
     "bandwidth 8,000 bytes/s": (dict(bandwidth=8000), "answer", "text identical", "text identical", "complete"),
-    "1-7 byte slices, both ways": (dict(slice_sizes=(1, 7), direction="both"), "answer", "text identical",
-                                   "text identical", "complete"),
-    "cut between two events": (dict(cut_after="between"), "answer", "raised APIConnectionError", "raised APIError",
-                               "truncated, marked"),
-    "cut inside an event": (dict(cut_after="inside"), "answer", "raised APIConnectionError",
-                            "raised JSONDecodeError", "truncated, marked"),
-    "reset between two events": (dict(reset_after="between"), "answer", "raised APIConnectionError",
-                                 "raised APIError", "truncated, marked"),
-    "stall between two events": (dict(stall_after="between"), "answer", "raised APITimeoutError", "raised APIError",
-                                 "truncated, marked"),
-    "cut the request after 100 bytes": (dict(cut_after=100, direction="up"), "answer", "raised APIConnectionError",
-                                        "raised InternalServerError", "failed"),
-    "no fault; the upstream ends early": ({}, "early", "returned normally, 16 of 33 characters", "raised APIError",
-                                          "truncated, marked"),
+    "1-7 byte slices, both ways": (
+        dict(slice_sizes=(1, 7), direction="both"),
+        "answer",
+        "text identical",
+        "text identical",
+        "complete",
+    ),
+    "cut between two events": (
+        dict(cut_after="between"),
+        "answer",
+        "raised APIConnectionError",
+        "raised APIError",
+        "truncated, marked",
+    ),
+    "cut inside an event": (
+        dict(cut_after="inside"),
+        "answer",
+        "raised APIConnectionError",
+        "raised JSONDecodeError",
+        "truncated, marked",
+    ),
+    "reset between two events": (
+        dict(reset_after="between"),
+        "answer",
+        "raised APIConnectionError",
+        "raised APIError",
+        "truncated, marked",
+    ),
+    "stall between two events": (
+        dict(stall_after="between"),
+        "answer",
+        "raised APITimeoutError",
+        "raised APIError",
+        "truncated, marked",
+    ),
+    "cut the request after 100 bytes": (
+        dict(cut_after=100, direction="up"),
+        "answer",
+        "raised APIConnectionError",
+        "raised InternalServerError",
+        "failed",
+    ),
+    "no fault; the upstream ends early": (
+        {},
+        "early",
+        "returned normally, 16 of 33 characters",
+        "raised APIError",
+        "truncated, marked",
+    ),
 }
 
 
@@ -242,8 +331,10 @@ def test_what_each_fault_does_to_the_sdk_direct_and_through_the_relay(server, wi
     between = between_events(FRAMES, wire, 4)
     where = {"between": between, "inside": between + 60}
     faults = {k: where.get(v, v) if isinstance(v, str) else v for k, v in faults.items()}
-    with ChaosProxy(("127.0.0.1", server.port), seed=7, **faults) as proxy, \
-            Relay(proxy.url("/v1"), keepalive=0.2, read_timeout=0.5) as relay:
+    with (
+        ChaosProxy(("127.0.0.1", server.port), seed=7, **faults) as proxy,
+        Relay(proxy.url("/v1"), keepalive=0.2, read_timeout=0.5) as relay,
+    ):
         assert sdk_reads(proxy.url("/v1"), model, timeout=0.5) == direct_says
         assert sdk_reads(relay.base_url, model, timeout=3.0) == relayed_says
         assert relay.wait_for_summaries(1)
@@ -261,8 +352,9 @@ async def _forward(upstream: httpx.Response, stream: StreamInfo) -> AsyncIterato
 
 def test_the_plumbing_streams_with_headers_that_stop_proxy_buffering(server, no_leaked_threads):
     with AppServer(relay_app(_forward, server.base_url)) as hop, httpx.Client(timeout=5, trust_env=False) as http:
-        response = http.post(f"{hop.url}/v1/chat/completions", json={"model": "answer", "messages": ASK,
-                                                                      "stream": True})
+        response = http.post(
+            f"{hop.url}/v1/chat/completions", json={"model": "answer", "messages": ASK, "stream": True}
+        )
     assert response.status_code == 200 and response.content == b"".join(FRAMES)
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["cache-control"] == "no-cache" and response.headers["x-accel-buffering"] == "no"
@@ -278,8 +370,10 @@ def test_the_plumbing_gives_the_body_what_stream_info_promises(server, no_leaked
             yield chunk
 
     summaries: list[dict[str, Any]] = []
-    with AppServer(relay_app(body, server.base_url, keepalive=0.3, read_timeout=0.9, summaries=summaries)) as hop, \
-            httpx.Client(timeout=5, trust_env=False) as http:
+    with (
+        AppServer(relay_app(body, server.base_url, keepalive=0.3, read_timeout=0.9, summaries=summaries)) as hop,
+        httpx.Client(timeout=5, trust_env=False) as http,
+    ):
         http.post(f"{hop.url}/v1/responses", json={"model": "answer", "input": "hi", "stream": True})
     info = seen[0]
     assert (info.model, info.dialect, info.keepalive, info.read_timeout) == ("answer", "responses", 0.3, 0.9)
@@ -294,10 +388,12 @@ def test_the_plumbing_passes_an_error_status_through_as_it_came(server, no_leake
 
 
 def test_the_plumbing_answers_502_when_the_upstream_cannot_be_reached(no_leaked_threads):
-    from conftest import free_port
+    from support import free_port
 
-    with AppServer(relay_app(_forward, f"http://127.0.0.1:{free_port()}/v1")) as hop, \
-            httpx.Client(timeout=5, trust_env=False) as http:
+    with (
+        AppServer(relay_app(_forward, f"http://127.0.0.1:{free_port()}/v1")) as hop,
+        httpx.Client(timeout=5, trust_env=False) as http,
+    ):
         response = http.post(f"{hop.url}/v1/chat/completions", json={"model": "x", "messages": ASK, "stream": True})
     assert response.status_code == 502 and response.json()["error"]["code"] == "upstream_unreachable"
 
@@ -315,8 +411,10 @@ def test_the_plumbing_ends_a_stream_after_its_deadline_and_closes_the_body(serve
             await upstream.aclose()
 
     assert DEADLINE == 6.0
-    with AppServer(relay_app(forever, server.base_url, deadline=0.5)) as hop, \
-            httpx.Client(timeout=5, trust_env=False) as http:
+    with (
+        AppServer(relay_app(forever, server.base_url, deadline=0.5)) as hop,
+        httpx.Client(timeout=5, trust_env=False) as http,
+    ):
         started = time.perf_counter()
         response = http.post(f"{hop.url}/v1/chat/completions", json={"model": "hang", "messages": ASK, "stream": True})
         took = time.perf_counter() - started
@@ -330,8 +428,9 @@ def test_the_plumbing_ends_a_stream_after_its_deadline_and_closes_the_body(serve
 def _first_half_early(server: StandIn, base_url: str) -> tuple[bool, bytes]:
     arrivals, body = [], b""
     with httpx.Client(timeout=5, trust_env=False) as http:
-        with http.stream("POST", f"{base_url}/chat/completions",
-                         json={"model": "halves", "messages": ASK, "stream": True}) as response:
+        with http.stream(
+            "POST", f"{base_url}/chat/completions", json={"model": "halves", "messages": ASK, "stream": True}
+        ) as response:
             for chunk in response.iter_raw():
                 body += chunk
                 arrivals.append((time.perf_counter(), len(body)))
@@ -363,21 +462,37 @@ def test_the_first_half_of_the_split_event_is_also_a_prefix_of_the_role_chunk():
 
 
 def test_the_reference_summary_line_of_a_complete_stream(server, no_leaked_threads):
-    with Relay(server.base_url) as relay, openai.OpenAI(base_url=relay.base_url, api_key="lab07",
-                                                        max_retries=0) as client:
-        for _ in client.chat.completions.create(model="usage", messages=ASK, stream=True,
-                                                stream_options={"include_usage": True}):
+    with (
+        Relay(server.base_url) as relay,
+        openai.OpenAI(base_url=relay.base_url, api_key="lab07", max_retries=0) as client,
+    ):
+        for _ in client.chat.completions.create(
+            model="usage", messages=ASK, stream=True, stream_options={"include_usage": True}
+        ):
             pass
         assert relay.wait_for_summaries(1)
         line = relay.summaries[0]
     assert {key: line[key] for key in ("model", "outcome", "text_chars", "usage")} == {
-        "model": "usage", "outcome": "complete", "text_chars": 33,
-        "usage": {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}}
+        "model": "usage",
+        "outcome": "complete",
+        "text_chars": 33,
+        "usage": {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20},
+    }
     assert 0 < line["ttft_s"] <= line["total_s"]
-    assert list(line)[:len(SUMMARY_FIELDS)] == list(SUMMARY_FIELDS)
+    assert list(line)[: len(SUMMARY_FIELDS)] == list(SUMMARY_FIELDS)
     assert [key for key in line if key not in SUMMARY_FIELDS] == [
-        "id", "route", "status", "ending", "marked", "events", "keepalives", "bytes_in", "bytes_out", "detail",
-        "problem"]
+        "id",
+        "route",
+        "status",
+        "ending",
+        "marked",
+        "events",
+        "keepalives",
+        "bytes_in",
+        "bytes_out",
+        "detail",
+        "problem",
+    ]
 
 
 # -- section 6: cancel reaches the upstream -------------------------------------------------------------------------
@@ -420,12 +535,21 @@ def test_the_reference_relay_records_a_departure_as_cancelled(server, no_leaked_
 UPSTREAM = b'data: {"n": 1}\n\nevent: note\ndata: two\r\ndata: lines\r\n\r\n'
 STALLS = {  # where the upstream stalls -> (line_open, in_event, cr_pending), the events after b": ping\n\n" there
     "between two events": (UPSTREAM.index(b"event:"), (False, False, False), None),
-    "inside an event, between its lines": (UPSTREAM.index(b"data: two"), (False, True, False),
-                                           [("message", '{"n": 1}'), ("message", "two\nlines")]),
-    "inside a line": (UPSTREAM.index(b"two") + 2, (True, True, False),
-                      [("message", '{"n": 1}'), ("note", "tw: ping"), ("message", "lines")]),
-    "between the CR and the LF of a CRLF": (UPSTREAM.index(b"\r\n") + 1, (False, True, True),
-                                            [("message", '{"n": 1}'), ("note", "two"), ("message", "lines")]),
+    "inside an event, between its lines": (
+        UPSTREAM.index(b"data: two"),
+        (False, True, False),
+        [("message", '{"n": 1}'), ("message", "two\nlines")],
+    ),
+    "inside a line": (
+        UPSTREAM.index(b"two") + 2,
+        (True, True, False),
+        [("message", '{"n": 1}'), ("note", "tw: ping"), ("message", "lines")],
+    ),
+    "between the CR and the LF of a CRLF": (
+        UPSTREAM.index(b"\r\n") + 1,
+        (False, True, True),
+        [("message", '{"n": 1}'), ("note", "two"), ("message", "lines")],
+    ),
 }
 
 
@@ -457,8 +581,9 @@ def test_waiting_for_a_chunk_with_wait_for_cancels_the_read_and_ends_the_body(se
 
     async def read() -> None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(5, read=None), trust_env=False) as http:
-            async with http.stream("POST", server.url("chat/completions"),
-                                   json={"model": "hang", "messages": ASK, "stream": True}) as response:
+            async with http.stream(
+                "POST", server.url("chat/completions"), json={"model": "hang", "messages": ASK, "stream": True}
+            ) as response:
                 chunks = response.aiter_raw()
                 while True:
                     try:
@@ -502,8 +627,15 @@ def test_the_marker_bytes_the_lab_prints():
     assert b'"error": {"message": "relay: ' in responses
 
 
-@pytest.mark.parametrize("prefix,state", [(b"data: {\"cho", "a cut line"), (b"event: x\ndata: 1\r", "after a CR"),
-                                          (b"data: 1\n", "a cut event"), (b"data: 1\n\n", "between events")])
+@pytest.mark.parametrize(
+    "prefix,state",
+    [
+        (b'data: {"cho', "a cut line"),
+        (b"event: x\ndata: 1\r", "after a CR"),
+        (b"data: 1\n", "a cut event"),
+        (b"data: 1\n\n", "between events"),
+    ],
+)
 def test_two_crlf_end_whatever_a_death_left_open_so_the_marker_is_the_last_event(prefix, state):
     final_bytes = solution("07.5").__globals__["final_bytes"]
     from streamlab.core.accumulate import ChatAccumulator
@@ -539,15 +671,18 @@ def test_a_body_that_is_not_an_async_generator_is_told_so():
     async def returns(upstream: httpx.Response, stream: StreamInfo) -> None:
         return None
 
-    assert verdict("07.1", returns).endswith("should be an async generator function (`async def` with `yield` in "
-                                             "it): the relay sends every bytes object it yields")
+    assert verdict("07.1", returns).endswith(
+        "should be an async generator function (`async def` with `yield` in "
+        "it): the relay sends every bytes object it yields"
+    )
     assert verdict("07.1", 3) == "Exercise 07.1: not yet: pass_through should be a function, got int"
 
 
 def test_grading_an_untouched_relay_says_not_attempted(capsys):
     assert grade_my_relay(_stub) is None
-    assert capsys.readouterr().out == ("Your relay: not attempted yet (fill in with_marked_end, exercise 07.5, then "
-                                       "run this cell again)\n")
+    assert capsys.readouterr().out == (
+        "Your relay: not attempted yet (fill in with_marked_end, exercise 07.5, then run this cell again)\n"
+    )
 
 
 def test_stage_1_without_a_summary_fails_stage_2_on_the_summary_lines(no_leaked_threads):
@@ -555,12 +690,24 @@ def test_stage_1_without_a_summary_fails_stage_2_on_the_summary_lines(no_leaked_
     assert text.startswith("Exercise 07.2: not yet: (5) one JSON summary line per stream: 0 summary lines for"), text
 
 
+def test_a_summary_after_the_loop_fails_stage_2_naming_the_stream_in_words(no_leaked_threads):
+    """The SDK hangs up at data: [DONE] while the upstream's body is still open: the code after the loop never
+    runs. The verdict says which stream that was in words; the model name is only there to find its line."""
+    text = verdict("07.2", summary_after_the_loop)
+    assert text.startswith("Exercise 07.2: not yet: (5) one JSON summary line per stream: "), text
+    assert "the stream whose client hangs up at data: [DONE] (model check-done-linger): 0 summary line(s)" in text
+    assert not re.search(r"(?<!model )\bcheck-[a-z-]+", text), f"an internal name used as the stream's name: {text}"
+
+
 def test_stage_2_calls_a_stream_whose_client_left_truncated_not_cancelled(no_leaked_threads):
     # Stage 2 already writes its summary in a `finally`, but without acc.cancel() a departed client's stream
     # reads as cut short by the upstream.
     text = verdict("07.3", solution("07.2"))
-    assert text.startswith("Exercise 07.3: not yet: (5) one JSON summary line per stream: check-hang: no summary "
-                           "says outcome cancelled (they say truncated)"), text
+    assert text.startswith(
+        "Exercise 07.3: not yet: (5) one JSON summary line per stream: the Chat stream whose "
+        "client leaves mid-stream (model check-hang): no summary says outcome cancelled (they say "
+        "truncated)"
+    ), text
 
 
 def test_stage_3_sends_no_keep_alive(no_leaked_threads):
@@ -591,13 +738,23 @@ def test_a_relay_that_holds_whole_events_fails_stage_1(no_leaked_threads):
     assert text.startswith("Exercise 07.1: not yet: (1) bytes leave before their event is complete"), text
 
 
+def test_a_relay_that_decodes_text_fails_stage_1(no_leaked_threads):
+    """`aiter_text()` gives back the same bytes in the end, so only timing tells: the checker's half event ends
+    inside a two-byte character, which a decoding relay holds until the rest arrives."""
+    text = verdict("07.1", decodes_text)
+    assert text.startswith("Exercise 07.1: not yet: (1) bytes leave before their event is complete"), text
+    assert "held back" in text and "decodes the bytes as text" in text, text
+
+
 # -- section 9: the reports -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
 def test_the_reference_relay_passes_every_check_with_the_lab_options(no_leaked_threads):
-    report = check_relay(lambda upstream: Relay(upstream, keepalive=CHECKER["keepalive"],
-                                                read_timeout=CHECKER["read_timeout"]), **CHECKER)
+    report = check_relay(
+        lambda upstream: Relay(upstream, keepalive=CHECKER["keepalive"], read_timeout=CHECKER["read_timeout"]),
+        **CHECKER,
+    )
     assert report.ok, report.render()
     counts = [len([r for r in report.results if r.requirement == n]) for n in (1, 2, 3, 4, 5)]
     assert counts == [7, 2, 4, 13, 2]

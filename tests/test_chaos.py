@@ -98,6 +98,7 @@ def send_then_read(payload: bytes) -> Callable[[socket.socket], object]:
     def handler(conn: socket.socket) -> object:
         conn.sendall(payload)
         return read_to_end(conn)
+
     return handler
 
 
@@ -172,6 +173,7 @@ def test_a_limit_of_zero_acts_before_any_byte():
 
 def sliced_run(seed: int) -> tuple[bytes, int, object]:
     """TEXT through a slicing proxy: (bytes the client read, number of reads, the record)."""
+
     def handler(conn: socket.socket) -> object:
         conn.sendall(TEXT)
         conn.shutdown(socket.SHUT_WR)
@@ -312,8 +314,9 @@ def test_a_stall_passes_n_bytes_then_silence_while_the_connection_stays_open_unt
         with connect(proxy) as client:
             assert read_exactly(client, 1000) == PAYLOAD[:1000]
             rest = len(PAYLOAD) - 1000
-            assert proxy.wait_until(lambda rs: rs[0].fired and rs[0].dropped_down == rest and rs[0].server_closed,
-                                    TIMEOUT)
+            assert proxy.wait_until(
+                lambda rs: rs[0].fired and rs[0].dropped_down == rest and rs[0].server_closed, TIMEOUT
+            )
             client.setblocking(False)
             with pytest.raises(BlockingIOError):  # open (not EOF, not reset) and silent: nothing more can come
                 client.recv(1)
@@ -496,8 +499,10 @@ def test_stream_chat_through_slicing_reads_the_same_text(standin, direct_text):
 
 
 def test_the_sdk_through_slicing_reads_the_same_text(standin, direct_text):
-    with ChaosProxy(upstream=upstream_of(standin), direction="both", slice_sizes=(1, 7), seed=4) as proxy, \
-            openai.OpenAI(base_url=proxy.url("/v1"), api_key="stand-in", max_retries=0, timeout=TIMEOUT) as client:
+    with (
+        ChaosProxy(upstream=upstream_of(standin), direction="both", slice_sizes=(1, 7), seed=4) as proxy,
+        openai.OpenAI(base_url=proxy.url("/v1"), api_key="stand-in", max_retries=0, timeout=TIMEOUT) as client,
+    ):
         chunks = client.chat.completions.create(stream=True, **CHAT)
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == direct_text
@@ -516,8 +521,10 @@ def test_stream_chat_sees_a_broken_stream_when_the_proxy_cuts_or_resets(standin,
 
 @pytest.mark.parametrize("fault", ["cut_after", "reset_after"])
 def test_the_sdk_raises_instead_of_returning_a_short_answer(standin, fault):
-    with ChaosProxy(upstream=upstream_of(standin), **{fault: 1000}) as proxy, \
-            openai.OpenAI(base_url=proxy.url("/v1"), api_key="stand-in", max_retries=0, timeout=TIMEOUT) as client:
+    with (
+        ChaosProxy(upstream=upstream_of(standin), **{fault: 1000}) as proxy,
+        openai.OpenAI(base_url=proxy.url("/v1"), api_key="stand-in", max_retries=0, timeout=TIMEOUT) as client,
+    ):
         stream = client.chat.completions.create(stream=True, **CHAT)
         received = []
         with pytest.raises(openai.APIConnectionError):  # the SDK wraps the broken read
@@ -541,13 +548,30 @@ def test_stream_chat_sees_a_stall_as_a_read_timeout(standin):
 def test_the_command_line_prints_its_address_proxies_and_stops_on_ctrl_c_or_sigterm(sig):
     upstream = Upstream(send_then_read(PAYLOAD))
     host, port = upstream.address
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "chaos", "--upstream", f"{host}:{port}",
-                             "--cut-after", "10", "--seed", "7"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlab",
+            "chaos",
+            "--upstream",
+            f"{host}:{port}",
+            "--cut-after",
+            "10",
+            "--seed",
+            "7",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         first = proc.stdout.readline()
-        match = re.match(r"streamlab chaos: 127\.0\.0\.1:(\d+) -> 127\.0\.0\.1:\d+ "
-                         r"\(down: cut after 10 bytes; seed 7\)", first)
+        match = re.match(
+            r"streamlab chaos: 127\.0\.0\.1:(\d+) -> 127\.0\.0\.1:\d+ "
+            r"\(down: cut after 10 bytes; seed 7\)",
+            first,
+        )
         assert match, first
         with socket.create_connection(("127.0.0.1", int(match.group(1))), timeout=TIMEOUT) as client:
             assert read_to_end(client) == (PAYLOAD[:10], "eof")
@@ -578,17 +602,31 @@ def test_the_command_line_help_documents_every_option(capsys):
         cli_main(["chaos", "--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    for option in ("--upstream", "--host", "--port", "--seed", "--direction", "--latency", "--bandwidth", "--slice",
-                   "--cut-after", "--reset-after", "--stall-after"):
+    for option in (
+        "--upstream",
+        "--host",
+        "--port",
+        "--seed",
+        "--direction",
+        "--latency",
+        "--bandwidth",
+        "--slice",
+        "--cut-after",
+        "--reset-after",
+        "--stall-after",
+    ):
         assert option in out
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["--upstream", "nowhere"], "--upstream"),
-    (["--upstream", "127.0.0.1:9", "--slice", "5:1"], "--slice"),
-    (["--upstream", "127.0.0.1:9", "--cut-after", "-3"], "--cut-after"),
-    (["--upstream", "127.0.0.1:9", "--cut-after", "3", "--stall-after", "4"], "only one of"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--upstream", "nowhere"], "--upstream"),
+        (["--upstream", "127.0.0.1:9", "--slice", "5:1"], "--slice"),
+        (["--upstream", "127.0.0.1:9", "--cut-after", "-3"], "--cut-after"),
+        (["--upstream", "127.0.0.1:9", "--cut-after", "3", "--stall-after", "4"], "only one of"),
+    ],
+)
 def test_the_command_line_refuses_bad_options_naming_them(capsys, args, says):
     with pytest.raises(SystemExit) as info:
         cli_main(["chaos", *args])

@@ -46,13 +46,20 @@ def documented() -> dict[str, bytes]:
         "chat.plain": b"".join(shapes.chat_text_stream(WORDS, include_usage=False)),
         "chat.usage": b"".join(shapes.chat_text_stream(WORDS)),
         "chat.tools": b"".join(shapes.chat_tool_call_stream(call, interleave=False, include_usage=False)),
-        "chat.named": b"".join(shapes.chat_tool_call_stream(call, interleave=False, include_usage=False,
-                                                            finish_reason="stop")),  # OpenAI's, for a named tool
+        "chat.named": b"".join(
+            shapes.chat_tool_call_stream(call, interleave=False, include_usage=False, finish_reason="stop")
+        ),  # OpenAI's, for a named tool
         "chat.error": json.dumps(shapes.error_body("messages must be a list", "invalid_request_error")).encode(),
-        "chat.not_json": json.dumps(shapes.error_body("We could not parse the JSON body of your request.",
-                                                      "invalid_request_error")).encode(),
-        "chat.too_long": json.dumps(shapes.error_body("This model's maximum context length is 128000 tokens.",
-                                                      "invalid_request_error", "context_length_exceeded")).encode(),
+        "chat.not_json": json.dumps(
+            shapes.error_body("We could not parse the JSON body of your request.", "invalid_request_error")
+        ).encode(),
+        "chat.too_long": json.dumps(
+            shapes.error_body(
+                "This model's maximum context length is 128000 tokens.",
+                "invalid_request_error",
+                "context_length_exceeded",
+            )
+        ).encode(),
         "responses.text": b"".join(shapes.responses_text_stream(WORDS)),
         "responses.tools": b"".join(shapes.responses_function_call_stream(['{"location":', ' "Paris"}'])),
         "responses.error": json.dumps(shapes.error_body("input must be a string", "invalid_request_error")).encode(),
@@ -91,7 +98,7 @@ def frames(body: bytes) -> list[bytes]:
 
 
 def chunk_json(body: bytes, k: int) -> dict:
-    return json.loads(frames(body)[k][len(b"data: "):])
+    return json.loads(frames(body)[k][len(b"data: ") :])
 
 
 def rebuild(parts: list[bytes | dict]) -> bytes:
@@ -151,12 +158,18 @@ def test_a_named_event_in_a_chat_stream_is_a_warning() -> None:
 # -- [DONE] and the chunks ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("change", "status", "words"), [
-    (lambda b: b.replace(b"data: [DONE]\n\n", b""), "fail", "without data: [DONE]"),
-    (lambda b: b + b"data: [DONE]\n\n", "warn", "sent 2 times"),
-    (lambda b: b + shapes.sse_frame(shapes.to_json(shapes.chat_chunk([shapes.chat_choice({"content": "!"})]))),
-     "fail", "after [DONE]"),
-])
+@pytest.mark.parametrize(
+    ("change", "status", "words"),
+    [
+        (lambda b: b.replace(b"data: [DONE]\n\n", b""), "fail", "without data: [DONE]"),
+        (lambda b: b + b"data: [DONE]\n\n", "warn", "sent 2 times"),
+        (
+            lambda b: b + shapes.sse_frame(shapes.to_json(shapes.chat_chunk([shapes.chat_choice({"content": "!"})]))),
+            "fail",
+            "after [DONE]",
+        ),
+    ],
+)
 def test_done_must_come_once_and_last(change: Callable[[bytes], bytes], status: str, words: str) -> None:
     f = finding("chat.done", chat_plain=change(documented()["chat.plain"]))
     assert f.status.value == status and words in f.detail
@@ -173,7 +186,7 @@ def test_evidence_locates_a_missing_finish_reason_by_event_and_offset() -> None:
     at = f.evidence.offset
     assert len(parts[0]) <= at < len(parts[0]) + len(frames(changed)[1])
     shown = eval(f.evidence.quote.strip("."))  # the quote is a bytes literal, perhaps with "..." around it
-    assert changed[at:at + len(shown)] == shown
+    assert changed[at : at + len(shown)] == shown
 
 
 def test_role_missing_repeated_and_content_after_the_finish() -> None:
@@ -214,8 +227,9 @@ def test_usage_rules() -> None:
     assert issues(chat_usage=no_usage) == {"usage.chunk": "fail"}
     assert verdicts(grade(results(chat_usage=no_usage)))["usage.counts"] is Status.SKIP
 
-    running = usage_body(lambda p: [dict(c, usage=shapes.chat_usage(12, 1)) if isinstance(c, dict) and c["choices"]
-                                     else c for c in p])
+    running = usage_body(
+        lambda p: [dict(c, usage=shapes.chat_usage(12, 1)) if isinstance(c, dict) and c["choices"] else c for c in p]
+    )
     assert issues(chat_usage=running) == {"usage.chunk": "warn"}
 
     with_choice = usage_body(lambda p: p[:-2] + [dict(p[-2], choices=[{"index": 0, "delta": {}}])] + p[-1:])
@@ -243,14 +257,19 @@ def test_usage_that_nobody_asked_for() -> None:
 # -- tool calls -------------------------------------------------------------------------------------------------------
 
 
-def tools_body(fix: Callable[[dict], None] | None = None, *, finish: str = "tool_calls",
-               calls=(("call_1", "get_weather", ('{"loc', 'ation": ', '"Paris"}')),)) -> bytes:
-    body = b"".join(shapes.chat_tool_call_stream(list(calls), interleave=False, include_usage=False,
-                                                 finish_reason=finish))
+def tools_body(
+    fix: Callable[[dict], None] | None = None,
+    *,
+    finish: str = "tool_calls",
+    calls=(("call_1", "get_weather", ('{"loc', 'ation": ', '"Paris"}')),),
+) -> bytes:
+    body = b"".join(
+        shapes.chat_tool_call_stream(list(calls), interleave=False, include_usage=False, finish_reason=finish)
+    )
     parts = frames(body)
     out: list[dict | bytes] = []
     for part in parts[:-1]:
-        obj = json.loads(part[len(b"data: "):])
+        obj = json.loads(part[len(b"data: ") :])
         for frag in obj["choices"][0]["delta"].get("tool_calls") or []:
             if fix:
                 fix(frag)
@@ -269,14 +288,15 @@ def test_tool_call_rules() -> None:
     assert issues(chat_tools=reused) == {"tools.index": "fail"}
     broken = tools_body(calls=(("call_1", "get_weather", ('{"loc', 'ation": "Par')),))
     f = finding("tools.arguments", chat_tools=broken)
-    assert f.status is Status.FAIL and "'{\"location\": \"Par'" in f.detail
+    assert f.status is Status.FAIL and '\'{"location": "Par\'' in f.detail
 
 
 def test_no_tool_call_means_the_tool_checks_are_skipped_but_an_ignored_required_fails() -> None:
     text = documented()["chat.plain"]
     found = verdicts(grade(results(chat_tools=text, chat_named=text)))
-    assert {found[c] for c in ("tools.index", "tools.header", "tools.name", "tools.arguments",
-                               "tools.finish")} == {Status.SKIP}
+    assert {found[c] for c in ("tools.index", "tools.header", "tools.name", "tools.arguments", "tools.finish")} == {
+        Status.SKIP
+    }
     assert found["tools.legacy"] is Status.PASS
     f = finding("tools.required", chat_tools=text, chat_named=text)
     assert f.status is Status.FAIL and 'tool_choice "required", but no tool was called' in f.detail
@@ -303,8 +323,10 @@ def test_refusals() -> None:
     assert issues(chat_error=(400, JSON, flat), responses_error=(400, JSON, flat)) == {"error.shape": "fail"}
     assert issues(chat_error=(400, JSON, b'{"error": "bad"}')) == {"error.shape": "warn"}
     html = b"<html><body>Internal Server Error</body></html>"
-    assert issues(chat_error=(500, (("content-type", "text/html"),), html)) == {"error.status": "fail",
-                                                                                 "error.shape": "fail"}
+    assert issues(chat_error=(500, (("content-type", "text/html"),), html)) == {
+        "error.status": "fail",
+        "error.shape": "fail",
+    }
     f = finding("error.status", chat_error=(200, SSE, documented()["chat.plain"]))
     assert f.status is Status.FAIL and "accepted: the server answered it as if it were valid" in f.detail
     f = finding("error.status", chat_error=(200, SSE, b"".join(shapes.chat_error_stream([]))))
@@ -324,8 +346,9 @@ def test_a_responses_route_that_is_not_served_is_a_skip_that_says_so() -> None:
     found = grade(results(responses_text=gone, responses_tools=gone, responses_error=gone))
     responses = [f for f in found if CHECKS[f.check].group == "responses"]
     assert {f.status for f in responses} == {Status.SKIP}
-    assert all("POST /responses answered HTTP 404: the server does not serve the Responses API" in f.detail
-               for f in responses)
+    assert all(
+        "POST /responses answered HTTP 404: the server does not serve the Responses API" in f.detail for f in responses
+    )
     assert verdicts(found)["error.status"] is Status.PASS  # chat's refusal only
     half = verdicts(grade(results(responses_tools=gone)))  # one route, two answers: that is a failure
     assert half["responses.http"] is Status.FAIL
@@ -342,13 +365,15 @@ def test_responses_rules() -> None:
     def rename(events):
         events[3] = dict(events[3], type="response.content_part.added")
         return events
+
     body = responses_body(lambda e: e).replace(b"event: response.output_text.delta", b"event: delta", 1)
     assert issues(responses_text=body) == {"responses.event_type": "fail"}
     assert issues(responses_text=responses_body(lambda e: e, event_lines=False)) == {"responses.event_type": "warn"}
     repeated = responses_body(lambda e: e).replace(b'"sequence_number":3', b'"sequence_number":2')
     assert issues(responses_text=repeated) == {"responses.sequence": "fail"}
-    differs = responses_body(lambda e: [dict(x, text=x["text"] + "?") if x["type"] == "response.output_text.done"
-                                        else x for x in e])
+    differs = responses_body(
+        lambda e: [dict(x, text=x["text"] + "?") if x["type"] == "response.output_text.done" else x for x in e]
+    )
     assert issues(responses_text=differs) == {"responses.done_matches": "fail"}
     assert issues(responses_text=responses_body(lambda e: e[:-1])) == {"responses.terminal": "fail"}
     assert issues(responses_text=responses_body(lambda e: e + e[-1:])) == {"responses.terminal": "fail"}
@@ -364,11 +389,31 @@ def test_responses_rules() -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_garbage_bodies_are_graded_never_raised(seed: int) -> None:
     rng = random.Random(seed)
-    alphabet = [b"data: ", b"event: ", b"id: ", b": ", b"\n", b"\r", b"\r\n", b"{", b"}", b'"choices"', b"[DONE]",
-                b"\xff", b"\xc3", b"error: ", b'"type":"response.completed"', b"retry: 9", b"\x00"]
-    garbage = {name.replace(".", "_"): b"".join(rng.choice(alphabet) if rng.random() < 0.7 else rng.randbytes(5)
-                                                 for _ in range(rng.randrange(0, 300)))
-               for name in PROBES}
+    alphabet = [
+        b"data: ",
+        b"event: ",
+        b"id: ",
+        b": ",
+        b"\n",
+        b"\r",
+        b"\r\n",
+        b"{",
+        b"}",
+        b'"choices"',
+        b"[DONE]",
+        b"\xff",
+        b"\xc3",
+        b"error: ",
+        b'"type":"response.completed"',
+        b"retry: 9",
+        b"\x00",
+    ]
+    garbage = {
+        name.replace(".", "_"): b"".join(
+            rng.choice(alphabet) if rng.random() < 0.7 else rng.randbytes(5) for _ in range(rng.randrange(0, 300))
+        )
+        for name in PROBES
+    }
     found = grade(results(**garbage))
     assert [f.check for f in found] == list(CHECK_IDS)
     report = Report("http://x/v1", "m", "both", found, timing_facts(results(**garbage)))
@@ -387,7 +432,11 @@ def test_scan_pins_each_event_to_its_block() -> None:
     body = b"\xef\xbb\xbfdata: 1\r\n\r\n: ping\n\nid: 7\nevent: x\ndata: 2\n\ndata: cut"
     sc = scan(body)
     assert [(b.start, b.number, b.event.data if b.event else None) for b in sc.blocks] == [
-        (3, 1, "1"), (14, None, None), (22, 2, "2"), (46, None, None)]
+        (3, 1, "1"),
+        (14, None, None),
+        (22, 2, "2"),
+        (46, None, None),
+    ]
     assert sc.blocks[2].event.last_event_id == "7" and sc.blocks[2].event_line == "x"
     assert sc.tail is sc.blocks[3] and sc.line_endings().startswith("mixed")
 
@@ -398,8 +447,12 @@ def test_scan_pins_each_event_to_its_block() -> None:
 def test_the_report_card_its_json_and_exit_codes() -> None:
     clean = Report("http://x/v1", "m", "both", grade(results()), timing_facts(results()))
     assert clean.exit_code == 0 and clean.verdict == "pass"
-    warned = Report("http://x/v1", "m", "both", grade(results(chat_tools=tools_body(
-        lambda f: f.update(id="call_1", type="function")))))
+    warned = Report(
+        "http://x/v1",
+        "m",
+        "both",
+        grade(results(chat_tools=tools_body(lambda f: f.update(id="call_1", type="function")))),
+    )
     assert warned.exit_code == 0 and warned.issues() == {"tools.header": Status.WARN}
     failed = Report("http://x/v1", "m", "both", grade(results(chat_tools=tools_body(finish="stop"))))
     assert failed.exit_code == 1
@@ -443,8 +496,9 @@ def _read_request(conn: socket.socket) -> None:
             return
         data += piece
     head, _, body = data.partition(b"\r\n\r\n")
-    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length")), 0)
+    length = next(
+        (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
+    )
     while len(body) < length:
         piece = conn.recv(65536)
         if not piece:
@@ -493,12 +547,17 @@ GARBAGE = random.Random(7).randbytes(3000)
 
 
 @pytest.mark.net
-@pytest.mark.parametrize(("reply", "words"), [
-    (GARBAGE, "no HTTP response"),
-    (None, "no HTTP response"),
-    (http_response(b"<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html"),
-     "HTTP 200 text/html"),
-])
+@pytest.mark.parametrize(
+    ("reply", "words"),
+    [
+        (GARBAGE, "no HTTP response"),
+        (None, "no HTTP response"),
+        (
+            http_response(b"<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html"),
+            "HTTP 200 text/html",
+        ),
+    ],
+)
 def test_garbage_servers_are_reported_not_raised(reply: bytes | None, words: str) -> None:
     with raw_server(reply) as port:
         report = check_endpoint(f"http://127.0.0.1:{port}/v1", model="m", timeout=5)
@@ -542,13 +601,18 @@ def test_refused_connections_and_keys_mean_could_not_be_checked(capsys: pytest.C
     assert main(["check", url, "--model", "m", "--json"]) == 2
     out = capsys.readouterr()
     assert json.loads(out.out)["exit_code"] == 2 and "could not check" in out.err
-    denied = http_response(json.dumps(shapes.error_body("Incorrect API key provided", "invalid_request_error",
-                                                        "invalid_api_key")).encode(),
-                           status="401 Unauthorized", content_type="application/json")
+    denied = http_response(
+        json.dumps(
+            shapes.error_body("Incorrect API key provided", "invalid_request_error", "invalid_api_key")
+        ).encode(),
+        status="401 Unauthorized",
+        content_type="application/json",
+    )
     with raw_server(denied) as port:
         report = check_endpoint(f"http://127.0.0.1:{port}/v1", model="m", api_key="sk-wrong", timeout=5)
-    assert report.exit_code == 2 and report.unreachable == ("the endpoint refused the API key (HTTP 401): "
-                                                            "Incorrect API key provided")
+    assert report.exit_code == 2 and report.unreachable == (
+        "the endpoint refused the API key (HTTP 401): Incorrect API key provided"
+    )
 
 
 @pytest.mark.net
@@ -592,20 +656,36 @@ def llama_cpp_python_named() -> bytes:
 
     def chunk(delta: dict, finish: str | None = None) -> dict:
         return {**head, "choices": [{"index": 0, "finish_reason": finish, "logprobs": None, "delta": delta}]}
-    parts: list[bytes | dict] = [chunk({"role": "assistant", "content": None, "function_call": None,
-                                        "tool_calls": None})]
+
+    parts: list[bytes | dict] = [
+        chunk({"role": "assistant", "content": None, "function_call": None, "tool_calls": None})
+    ]
     for piece in ('{"location"', ': "Paris, France"', "}"):
         fn = {"name": "get_weather", "arguments": piece}
-        parts.append(chunk({"role": None, "content": None, "function_call": fn, "tool_calls": [
-            {"index": 0, "id": "call__0_get_weather_cmpl-1", "type": "function", "function": fn}]}))
+        parts.append(
+            chunk(
+                {
+                    "role": None,
+                    "content": None,
+                    "function_call": fn,
+                    "tool_calls": [
+                        {"index": 0, "id": "call__0_get_weather_cmpl-1", "type": "function", "function": fn}
+                    ],
+                }
+            )
+        )
     parts.append(chunk({"role": None, "content": None, "function_call": None, "tool_calls": None}, "tool_calls"))
     return rebuild([*parts, b"data: [DONE]\n\n"])
 
 
 def test_llama_cpp_pythons_named_call_draws_each_of_its_quirks_with_evidence() -> None:
     body = llama_cpp_python_named()
-    assert issues(chat_named=body) == {"tools.header": "warn", "tools.name": "fail", "tools.legacy": "warn",
-                                       "chat.role_repeated": "warn"}
+    assert issues(chat_named=body) == {
+        "tools.header": "warn",
+        "tools.name": "fail",
+        "tools.legacy": "warn",
+        "chat.role_repeated": "warn",
+    }
     name = finding("tools.name", chat_named=body)
     assert "repeats its whole name 'get_weather' in 3 fragments" in name.detail
     assert "'get_weatherget_weatherget_weather'" in name.detail and name.evidence.event == 3
@@ -617,8 +697,11 @@ def test_llama_cpp_pythons_named_call_draws_each_of_its_quirks_with_evidence() -
 
 
 def test_a_name_split_in_pieces_passes_and_an_unoffered_name_fails() -> None:
-    split = b"".join(shapes.chat_tool_call_stream([("call_1", "get_weather", ('{"a": 1}',))], split_header=True,
-                                                  interleave=False, include_usage=False))
+    split = b"".join(
+        shapes.chat_tool_call_stream(
+            [("call_1", "get_weather", ('{"a": 1}',))], split_header=True, interleave=False, include_usage=False
+        )
+    )
     assert finding("tools.name", chat_tools=split).status is Status.PASS
     other = tools_body(calls=(("call_1", "get_time", ('{"a": 1}',)),))
     f = finding("tools.name", chat_tools=other)
@@ -633,9 +716,17 @@ def test_arguments_cut_by_the_checkers_max_tokens_are_not_a_finding_but_a_raw_ne
     assert f.status is Status.FAIL and "a raw control character, U+000A, inside a string" in f.detail
 
 
-TRACEBACK = json.dumps({"error": {"message": "1 validation error:\n  {'msg': 'Input should be a valid list'}\n\n  "
-                                  'File "/srv/llama_cpp/server/app.py", line 376, in create_chat_completion',
-                        "type": "internal_server_error", "param": None, "code": None}}).encode()
+TRACEBACK = json.dumps(
+    {
+        "error": {
+            "message": "1 validation error:\n  {'msg': 'Input should be a valid list'}\n\n  "
+            'File "/srv/llama_cpp/server/app.py", line 376, in create_chat_completion',
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+).encode()
 
 
 def test_a_500_with_a_traceback_says_so_and_points_at_it() -> None:
@@ -673,8 +764,12 @@ def test_a_prompt_longer_than_the_context() -> None:
     assert f.status is Status.FAIL and "`error:` field line, which parsers ignore" in f.detail
     f = finding("error.too_long", chat_too_long=(500, JSON, TRACEBACK))
     assert f.status is Status.FAIL and "traceback" in f.detail
-    waited = [r if r.name != "chat.too_long" else ProbeResult(r.request, None, cut="no response within the "
-              "checker's deadline of 30 s") for r in results()]
+    waited = [
+        r
+        if r.name != "chat.too_long"
+        else ProbeResult(r.request, None, cut="no response within the checker's deadline of 30 s")
+        for r in results()
+    ]
     f = next(f for f in grade(waited) if f.check == "error.too_long")
     assert f.status is Status.SKIP and "no answer before the checker's deadline" in f.detail
 
@@ -703,8 +798,11 @@ def test_responses_events_without_their_indexes() -> None:
 
 def test_an_answer_stopped_by_max_output_tokens_must_end_incomplete() -> None:
     cap = PROBES["responses.text"].cap
-    capped = responses_body(lambda e: e[:-1] + [{**e[-1], "response": {
-        **e[-1]["response"], "usage": shapes.responses_usage(output_tokens=cap)}}])
+    capped = responses_body(
+        lambda e: (
+            e[:-1] + [{**e[-1], "response": {**e[-1]["response"], "usage": shapes.responses_usage(output_tokens=cap)}}]
+        )
+    )
     f = finding("responses.incomplete", responses_text=capped)
     assert f.status is Status.FAIL and f"{cap} output tokens reached max_output_tokens ({cap})" in f.detail
     honest = b"".join(shapes.responses_text_stream(WORDS, terminal="response.incomplete"))
@@ -715,8 +813,15 @@ def test_an_answer_stopped_by_max_output_tokens_must_end_incomplete() -> None:
 
 def cut(result: ProbeResult, at: int) -> ProbeResult:
     """`result` as the checker keeps it when it stops reading after `at` bytes itself."""
-    return ProbeResult(result.request, result.status, result.headers, result.body[:at], ((at, 30.0),), 0.01,
-                       cut="still sending after the checker's deadline of 30 s: stopped reading")
+    return ProbeResult(
+        result.request,
+        result.status,
+        result.headers,
+        result.body[:at],
+        ((at, 30.0),),
+        0.01,
+        cut="still sending after the checker's deadline of 30 s: stopped reading",
+    )
 
 
 def test_a_stream_the_checker_cut_itself_is_graded_on_what_came_and_its_missing_end_is_no_finding() -> None:
@@ -725,9 +830,14 @@ def test_a_stream_the_checker_cut_itself_is_graded_on_what_came_and_its_missing_
     assert {f.check: f.status.value for f in grade(halves) if f.status in (Status.WARN, Status.FAIL)} == {}
     skipped = {f.check for f in grade(halves) if f.status is Status.SKIP}
     assert skipped >= {"usage.chunk", "usage.choices", "usage.counts"}
-    broken = [r if not r.is_event_stream else ProbeResult(r.request, r.status, r.headers, r.body[:len(r.body) // 2],
-                                                           r.arrivals, 0.01, problem="the body broke off")
-              for r in base]  # the same bytes, cut by the server: those are findings
+    broken = [
+        r
+        if not r.is_event_stream
+        else ProbeResult(
+            r.request, r.status, r.headers, r.body[: len(r.body) // 2], r.arrivals, 0.01, problem="the body broke off"
+        )
+        for r in base
+    ]  # the same bytes, cut by the server: those are findings
     found = {f.check for f in grade(broken) if f.status is Status.FAIL}
     assert {"chat.done", "chat.finish", "usage.chunk", "responses.terminal"} <= found
     late = shapes.sse_frame(shapes.to_json(shapes.chat_chunk([shapes.chat_choice({"content": "!"})])))
@@ -805,8 +915,13 @@ def test_a_stream_still_going_at_the_deadline_is_cut_and_not_a_finding() -> None
     thread = threading.Thread(target=ramble, daemon=True)
     thread.start()
     try:
-        report = check_endpoint(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", model="m", timeout=5,
-                                deadline=0.6, probes=[PROBES["chat.plain"]])
+        report = check_endpoint(
+            f"http://127.0.0.1:{listener.getsockname()[1]}/v1",
+            model="m",
+            timeout=5,
+            deadline=0.6,
+            probes=[PROBES["chat.plain"]],
+        )
     finally:
         listener.close()
     assert "the checker's deadline of 0.6 s: stopped reading (what never came is not a finding)" in report.probes[0]
@@ -818,8 +933,13 @@ def test_a_stream_still_going_at_the_deadline_is_cut_and_not_a_finding() -> None
 @pytest.mark.net
 def test_no_response_before_the_deadline_is_not_a_finding() -> None:
     with raw_server(b"", end=False) as port:  # reads the request, then says nothing
-        report = check_endpoint(f"http://127.0.0.1:{port}/v1", model="m", timeout=5, deadline=0.3,
-                                probes=[PROBES["chat.plain"], PROBES["chat.too_long"]])
+        report = check_endpoint(
+            f"http://127.0.0.1:{port}/v1",
+            model="m",
+            timeout=5,
+            deadline=0.3,
+            probes=[PROBES["chat.plain"], PROBES["chat.too_long"]],
+        )
     assert all("no response within the checker's deadline of 0.3 s (not a finding)" in p for p in report.probes)
     assert not report.issues() and report.finding("chat.http").status is Status.SKIP
 
@@ -831,9 +951,15 @@ def test_the_command_line_refuses_bounds_that_are_not_bounds(capsys: pytest.Capt
     assert "--deadline must be a positive number" in err and "--max-tokens must be at least 1" in err
 
 
-REAL = {"chat.plain": "chat-plain", "chat.usage": "include-usage", "chat.tools": "tool-choice-required",
-        "chat.named": "tool-named", "chat.error": "error-messages-not-list", "chat.not_json": "error-not-json",
-        "chat.too_long": "prompt-over-context"}
+REAL = {
+    "chat.plain": "chat-plain",
+    "chat.usage": "include-usage",
+    "chat.tools": "tool-choice-required",
+    "chat.named": "tool-named",
+    "chat.error": "error-messages-not-list",
+    "chat.not_json": "error-not-json",
+    "chat.too_long": "prompt-over-context",
+}
 """Which real llama-cpp-python capture answers each Chat probe (streamlab.net.capture wrote them)."""
 
 

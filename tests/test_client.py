@@ -64,8 +64,10 @@ SCRIPT = {
     "m": Episode(paced(CHAT, first=0.1, gap=0.01)),
     "r": Episode([Send(f) for f in RESP]),
     "long": Episode(paced(LONG, gap=0.005)),
-    "flaky": [error_episode(429, "slow down", type="rate_limit_exceeded", retry_after_ms=20),
-              Episode([Send(f) for f in CHAT])],
+    "flaky": [
+        error_episode(429, "slow down", type="rate_limit_exceeded", retry_after_ms=20),
+        Episode([Send(f) for f in CHAT]),
+    ],
     "text_error": error_episode(503, "ignored"),
     "cut_mid": Episode([Send(f) for f in CHAT[:3]] + [Send(HALF_CHAR), Cut()]),
     "cut_boundary": Episode([Send(f) for f in CHAT[:3]] + [Cut()]),
@@ -76,8 +78,9 @@ SCRIPT = {
     "ids": Episode([Send(shapes.sse_frame(f"part {i}", id=str(i))) for i in range(1, 6)]),
     "huge_line": Episode([Send(CHAT[0] + b"data: " + b"x" * 5000 + b"\n\n"), Send(CHAT[1])]),
     "late_stall": Episode([Send(CHAT[0]), Wait(0.5), Send(CHAT[1]), Stall()]),
-    "keepalive_events": Episode([Send(RESP[0])] + [Wait(0.02), Send(shapes.sse_frame('{"type": "keepalive"}',
-                                                                                      event="keepalive"))] * 500),
+    "keepalive_events": Episode(
+        [Send(RESP[0])] + [Wait(0.02), Send(shapes.sse_frame('{"type": "keepalive"}', event="keepalive"))] * 500
+    ),
 }
 
 
@@ -88,8 +91,9 @@ pytestmark = pytest.mark.usefixtures("no_leaked_threads")  # see conftest.py
 def server():
     # The client is under test here, not the stand-in's checks: requests name only the model, and every
     # scripted byte is played (the stand-in's defaults are the real API's: messages required, usage on request).
-    with StandIn(SCRIPT, stored={"resp_demo": StoredResponse.from_frames(RESP)}, usage="scripted",
-                 require_input=False) as s:
+    with StandIn(
+        SCRIPT, stored={"resp_demo": StoredResponse.from_frames(RESP)}, usage="scripted", require_input=False
+    ) as s:
         yield s
 
 
@@ -297,8 +301,10 @@ def test_a_clean_end_inside_an_event_is_an_incomplete_event(server):
 
 def test_a_line_past_the_parser_limit_raises_after_the_events_before_it(server):
     got = []
-    with pytest.raises(EventTooLarge) as info, \
-            stream_chat(server.base_url, {"model": "huge_line"}, parser=SSEParser(max_line_bytes=1000)) as stream:
+    with (
+        pytest.raises(EventTooLarge) as info,
+        stream_chat(server.base_url, {"model": "huge_line"}, parser=SSEParser(max_line_bytes=1000)) as stream,
+    ):
         for ev in stream:
             got.append(ev)
     assert info.value.limit_error.limit == "max_line_bytes"
@@ -307,8 +313,10 @@ def test_a_line_past_the_parser_limit_raises_after_the_events_before_it(server):
 
 
 def test_a_limit_mid_stream_ends_the_stream_like_every_other_ending(server):
-    with pytest.raises(EventTooLarge) as info, \
-            stream_chat(server.base_url, {"model": "huge_line"}, parser=SSEParser(max_line_bytes=1000)) as stream:
+    with (
+        pytest.raises(EventTooLarge) as info,
+        stream_chat(server.base_url, {"model": "huge_line"}, parser=SSEParser(max_line_bytes=1000)) as stream,
+    ):
         for _ in stream:
             pass
     err = info.value
@@ -318,10 +326,17 @@ def test_a_limit_mid_stream_ends_the_stream_like_every_other_ending(server):
     assert server.wait_until(lambda rs: rs and rs[0].finished)  # the connection was closed, not left reading
 
 
-@pytest.mark.parametrize(("model", "ending"), [
-    ("m", Ending.COMPLETE), ("cut_mid", Ending.BROKEN), ("end_mid", Ending.INCOMPLETE_EVENT),
-    ("stall", Ending.READ_TIMEOUT), ("huge_line", Ending.LIMIT_EXCEEDED), ("text_error", Ending.HTTP_ERROR),
-])
+@pytest.mark.parametrize(
+    ("model", "ending"),
+    [
+        ("m", Ending.COMPLETE),
+        ("cut_mid", Ending.BROKEN),
+        ("end_mid", Ending.INCOMPLETE_EVENT),
+        ("stall", Ending.READ_TIMEOUT),
+        ("huge_line", Ending.LIMIT_EXCEEDED),
+        ("text_error", Ending.HTTP_ERROR),
+    ],
+)
 def test_every_ending_is_an_ending_member_and_raises_its_own_class(server, model, ending):
     stream = stream_chat(server.base_url, {"model": model}, read_timeout=0.3, parser=SSEParser(max_line_bytes=1000))
     try:
@@ -396,8 +411,9 @@ def _serve_whole_request_then(response: bytes) -> tuple[int, threading.Thread, s
             while b"\r\n\r\n" not in request:
                 request += conn.recv(65536)
             head, _, body = request.partition(b"\r\n\r\n")
-            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length:")))
+            length = int(
+                next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+            )
             while len(body) < length:
                 body += conn.recv(65536)
             conn.sendall(response)
@@ -444,8 +460,10 @@ def test_keep_none_reads_a_long_stream_in_constant_memory():
 
 
 def test_read_timeout_between_bytes(server):
-    with pytest.raises(ReadStalled) as info, \
-            stream_chat(server.base_url, {"model": "stall"}, read_timeout=0.2) as stream:
+    with (
+        pytest.raises(ReadStalled) as info,
+        stream_chat(server.base_url, {"model": "stall"}, read_timeout=0.2) as stream,
+    ):
         for _ in stream:
             pass
     assert stream.end_reason == "read_timeout" and info.value.events_received == 1
@@ -454,8 +472,10 @@ def test_read_timeout_between_bytes(server):
 
 def test_deadline_is_distinct_from_the_read_timeout(server):
     t0 = time.perf_counter()
-    with pytest.raises(DeadlineExceeded) as info, \
-            stream_chat(server.base_url, {"model": "stall"}, read_timeout=30, deadline=0.3) as stream:
+    with (
+        pytest.raises(DeadlineExceeded) as info,
+        stream_chat(server.base_url, {"model": "stall"}, read_timeout=30, deadline=0.3) as stream,
+    ):
         for _ in stream:
             pass
     assert stream.end_reason == "deadline" and not isinstance(info.value, ReadStalled)
@@ -466,8 +486,10 @@ def test_deadline_interrupts_a_read_already_waiting(server):
     # The read that stalls starts at about 0.5 s. httpx's own read timeout (clipped to the deadline, 0.8 s)
     # would only fire at about 1.3 s; the deadline watchdog stops it at 0.8 s.
     t0 = time.perf_counter()
-    with pytest.raises(DeadlineExceeded), \
-            stream_chat(server.base_url, {"model": "late_stall"}, read_timeout=30, deadline=0.8) as stream:
+    with (
+        pytest.raises(DeadlineExceeded),
+        stream_chat(server.base_url, {"model": "late_stall"}, read_timeout=30, deadline=0.8) as stream,
+    ):
         for _ in stream:
             pass
     assert 0.8 <= time.perf_counter() - t0 < 1.25
@@ -478,9 +500,12 @@ def test_idle_timeout_counts_only_what_is_content(server):
     def is_content(ev) -> bool:
         return ev.event != "keepalive"
 
-    with pytest.raises(IdleTimeout) as info, stream_responses(
-        server.base_url, {"model": "keepalive_events"}, idle_timeout=0.2, is_content=is_content
-    ) as stream:
+    with (
+        pytest.raises(IdleTimeout) as info,
+        stream_responses(
+            server.base_url, {"model": "keepalive_events"}, idle_timeout=0.2, is_content=is_content
+        ) as stream,
+    ):
         for _ in stream:
             pass
     assert info.value.events_received > 1  # keep-alive events were delivered, yet the stream counts as idle
@@ -488,16 +513,20 @@ def test_idle_timeout_counts_only_what_is_content(server):
 
 
 def test_deadline_while_bytes_keep_coming(server):
-    with pytest.raises(DeadlineExceeded), \
-            stream_chat(server.base_url, {"model": "pings"}, read_timeout=5, deadline=0.3) as stream:
+    with (
+        pytest.raises(DeadlineExceeded),
+        stream_chat(server.base_url, {"model": "pings"}, read_timeout=5, deadline=0.3) as stream,
+    ):
         for _ in stream:
             pass
     assert stream.bytes_received > len(CHAT[0])  # keep-alives did arrive; the deadline still applies
 
 
 def test_idle_timeout_when_only_keepalives_arrive(server):
-    with pytest.raises(IdleTimeout) as info, \
-            stream_chat(server.base_url, {"model": "pings"}, read_timeout=5, idle_timeout=0.2) as stream:
+    with (
+        pytest.raises(IdleTimeout) as info,
+        stream_chat(server.base_url, {"model": "pings"}, read_timeout=5, idle_timeout=0.2) as stream,
+    ):
         for _ in stream:
             pass
     assert stream.end_reason == "idle_timeout" and info.value.events_received == 1
@@ -525,8 +554,16 @@ def test_timeouts_must_be_positive():
 
 
 def test_every_failure_is_a_stream_error():
-    for cls in (BadStatus, ConnectFailed, ConnectionBroken, ReadStalled, IdleTimeout, DeadlineExceeded,
-                IncompleteEvent, NotAnEventStream):
+    for cls in (
+        BadStatus,
+        ConnectFailed,
+        ConnectionBroken,
+        ReadStalled,
+        IdleTimeout,
+        DeadlineExceeded,
+        IncompleteEvent,
+        NotAnEventStream,
+    ):
         assert issubclass(cls, StreamEndError)
 
 
@@ -577,11 +614,13 @@ def test_fifty_concurrent_async_streams_all_complete():
     # Correctness under concurrency only (timings are the benchmark's job: benchmarks/bench_load.py).
     # A burst of 50 new connections once overflowed http.server's default listen backlog of 5.
     n = 50
-    script = {f"c{i}": Episode(paced(shapes.chat_text_stream([f"c{i} ", "done"], model=f"c{i}"), gap=0.01))
-              for i in range(n)}
+    script = {
+        f"c{i}": Episode(paced(shapes.chat_text_stream([f"c{i} ", "done"], model=f"c{i}"), gap=0.01)) for i in range(n)
+    }
 
     async def run(base_url: str) -> list[AsyncEventStream]:
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=n)) as shared:
+
             async def one(i: int) -> AsyncEventStream:
                 async with astream_chat(base_url, {"model": f"c{i}"}, client=shared) as stream:
                     await stream.read_all()
@@ -692,7 +731,7 @@ def test_a_broken_json_body_instead_of_a_stream_is_reported_and_released() -> No
     def serve_once() -> None:
         conn, _ = listener.accept()
         conn.recv(65536)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\"")
+        conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a"')
         conn.close()
 
     thread = threading.Thread(target=serve_once)

@@ -16,9 +16,11 @@ import httpx
 import openai
 import pytest
 
-from streamlab.core.standin.board import Board, Visit, learner_label
+from streamlab.core.progress import VERDICTS
+from streamlab.core.standin.board import MAX_EXERCISES, TTFT_WINDOW, Board, Visit, learner_label
 from streamlab.core.standin.scenarios import scenario
 from streamlab.net.eventstream import EventStream
+from streamlab.net.progress import RoomLink
 from streamlab.net.standin.server import StandIn
 
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads")]
@@ -40,8 +42,16 @@ def test_a_label_never_holds_the_key_only_three_characters_and_a_salted_hash():
     label = learner_label(key, b"salt")
     assert label.startswith("sk-\u2026#") and "proj" not in label and "0123" not in label
     assert label == learner_label(key, b"salt") != learner_label(key, b"other salt")
-    assert learner_label("ada", b"salt").startswith("ada#") and learner_label("", b"salt") == "anonymous"
+    assert learner_label("", b"salt") == "anonymous"
     assert learner_label("sk-proj-one", b"s") != learner_label("sk-proj-two", b"s")  # same prefix, two rows
+
+
+@pytest.mark.parametrize("key, shown", [("ada", "a"), ("bo", "b"), ("x", ""), ("alice", "al"), ("sk-proj-x", "sk-")])
+def test_even_a_short_key_is_never_shown_whole(key: str, shown: str):
+    label = learner_label(key, b"salt")
+    assert label.startswith(shown + "\u2026#") and len(label) == len(shown) + 8, label
+    assert key not in label  # INSTRUCTORS.md: "a key is never shown whole"
+    assert learner_label("ada", b"salt") != learner_label("amy", b"salt")  # same first letter, two learners
 
 
 def test_the_board_counts_each_request_once_and_keeps_how_it_ended():
@@ -51,13 +61,32 @@ def test_the_board_counts_each_request_once_and_keeps_how_it_ended():
     b.observe(Visit("ada", 1, False, model="flaky", retry=1))
     (event,) = b.observe(Visit("ada", 1, True, model="flaky", status=200, ending="complete", retry=1, ttft=0.25))
     row = json.loads(event.data)["row"]
-    assert row == {"number": 1, "learner": learner_label("ada", b"salt"), "requests": 2, "active": 0,
-                   "model": "flaky", "scenario": "flaky", "status": 200, "ending": "complete",
-                   "endings": {"complete": 1, "http_error": 1}, "retries": 1, "ttft_ms": 250.0}
+    assert row == {
+        "number": 1,
+        "learner": learner_label("ada", b"salt"),
+        "requests": 2,
+        "active": 0,
+        "model": "flaky",
+        "scenario": "flaky",
+        "status": 200,
+        "ending": "complete",
+        "endings": {"complete": 1, "http_error": 1},
+        "retries": 1,
+        "ttft_ms": 250.0,
+        "verdicts": {},
+    }
     b.observe(Visit("bob", 0, False, model="not-a-scenario"))
     totals = json.loads(b.snapshot().data)["totals"]
-    assert totals == {"learners": 2, "requests": 3, "active": 1, "retries": 1,
-                      "endings": {"complete": 1, "http_error": 1}, "ttft_p50_ms": 250.0}
+    assert totals == {
+        "learners": 2,
+        "requests": 3,
+        "active": 1,
+        "retries": 1,
+        "endings": {"complete": 1, "http_error": 1},
+        "ttft_p50_ms": 250.0,
+        "ttft_streams": 1,
+        "verdicts": {},
+    }
     b.observe(Visit("carol", 5, True, model="scheduled", status=200, ending="cut"))  # seen only finished
     assert json.loads(b.snapshot().data)["rows"][2]["requests"] == 1
 
@@ -91,8 +120,9 @@ class Watcher:
     """The dashboard's event stream read by the library's own client on a thread, like a page would."""
 
     def __init__(self, server: StandIn, last_event_id: str | None = None) -> None:
-        self.stream = EventStream(server.dashboard_url + "/events", None, method="GET", last_event_id=last_event_id,
-                                  read_timeout=None)
+        self.stream = EventStream(
+            server.dashboard_url + "/events", None, method="GET", last_event_id=last_event_id, read_timeout=None
+        )
         self.events: list[Any] = []
         self.rows: dict[int, dict] = {}
         self.totals: dict = {}
@@ -137,15 +167,20 @@ def test_the_feed_reports_each_learners_requests_as_they_happen():
             assert watcher.events[0].type == "snapshot" and watcher.totals["requests"] == 0
             assert watcher.stream.parser.retry_ms == 2000 and watcher.stream.raw.startswith(b"retry: 2000\n\n")
             with openai.OpenAI(base_url=server.base_url, api_key="ada-lovelace", max_retries=1) as sdk:
-                text = "".join(c.choices[0].delta.content or "" for c in
-                               sdk.chat.completions.create(model="flaky", messages=HI, stream=True) if c.choices)
+                text = "".join(
+                    c.choices[0].delta.content or ""
+                    for c in sdk.chat.completions.create(model="flaky", messages=HI, stream=True)
+                    if c.choices
+                )
             assert text == "Hello w\u00f6rld"  # the SDK retried the 429 by itself: x-stainless-retry-count 1
             with httpx.Client(headers={"Authorization": "Bearer bob"}) as bob, pytest.raises(httpx.HTTPError):
                 bob.post(server.url("chat/completions"), json={"model": "cutoff", "messages": HI, "stream": True})
-            watcher.wait_for(lambda w: len(w.rows) == 2 and w.totals["active"] == 0 and w.totals["requests"] == 3,
-                             "two learners' three finished requests")
+            watcher.wait_for(
+                lambda w: len(w.rows) == 2 and w.totals["active"] == 0 and w.totals["requests"] == 3,
+                "two learners' three finished requests",
+            )
             rows = sorted(watcher.rows.values(), key=lambda r: r["number"])
-            assert rows[0]["learner"].startswith("ada\u2026#") and rows[1]["learner"].startswith("bob#")
+            assert rows[0]["learner"].startswith("ada\u2026#") and rows[1]["learner"].startswith("b\u2026#")
             assert rows[0]["requests"] == 2 and rows[0]["retries"] == 1 and rows[0]["ending"] == "complete"
             assert rows[0]["endings"] == {"complete": 1, "http_error": 1} and rows[0]["scenario"] == "flaky"
             assert rows[0]["ttft_ms"] is not None and rows[0]["ttft_ms"] >= 0
@@ -162,14 +197,20 @@ def test_a_reconnect_with_last_event_id_misses_nothing():
         steady, first = Watcher(server), Watcher(server)
         try:
             for key in ("ada", "bob"):
-                client.post(server.url("chat/completions"), headers={"Authorization": f"Bearer {key}"},
-                            json={"model": "flaky", "messages": HI, "stream": True})
+                client.post(
+                    server.url("chat/completions"),
+                    headers={"Authorization": f"Bearer {key}"},
+                    json={"model": "flaky", "messages": HI, "stream": True},
+                )
             first.wait_for(lambda w: w.totals.get("requests") == 2 and w.totals["active"] == 0, "two requests")
             seen = first.events[-1].id
             first.close()  # the page goes away (a laptop asleep, a network blip) ...
             for key in ("ada", "carol", "dan"):  # ... while the room goes on
-                client.post(server.url("chat/completions"), headers={"Authorization": f"Bearer {key}"},
-                            json={"model": "flaky", "messages": HI, "stream": True})
+                client.post(
+                    server.url("chat/completions"),
+                    headers={"Authorization": f"Bearer {key}"},
+                    json={"model": "flaky", "messages": HI, "stream": True},
+                )
             steady.wait_for(lambda w: w.totals.get("requests") == 5 and w.totals["active"] == 0, "five requests")
             again = Watcher(server, last_event_id=seen)  # ... and comes back, as EventSource does
             try:
@@ -214,8 +255,7 @@ def test_open_feeds_never_hold_the_server_up_and_leave_no_records():
         for w in watchers:
             w.wait_for(lambda w: w.events, "the snapshot")
         with httpx.Client() as client:
-            r = client.post(server.url("chat/completions"), json={"model": "scheduled", "messages": HI,
-                                                                   "stream": True})
+            r = client.post(server.url("chat/completions"), json={"model": "scheduled", "messages": HI, "stream": True})
         assert r.status_code == 200
         assert server.wait_idle() and [rec.model for rec in server.records()] == ["scheduled"]
         assert server.totals().requests == 1  # the page and its feeds are nobody's API call
@@ -226,6 +266,63 @@ def test_open_feeds_never_hold_the_server_up_and_leave_no_records():
         for w in watchers:
             w.thread.join(WAIT)
     assert stopped_in < WAIT and not any(w.thread.is_alive() for w in watchers)
+
+
+def test_three_learners_verdicts_reach_the_dashboard_feed_live():
+    """Three notebooks joined to one room stand-in send their check cells' verdicts (through the same link
+    `join_room` makes); a page reading the dashboard feed sees learners x exercises fill in, never a name whole,
+    and the verdicts count as nobody's API request."""
+    sent = {
+        "grace-hopper": [("01.1", "not attempted"), ("01.1", "passed"), ("03.2", "not yet")],
+        "linus": [("01.1", "passed"), ("03.2", "passed")],
+        "ken": [("01.1", "not yet")],
+    }
+    with StandIn(scenario("ttft"), dashboard_keepalive=QUICK) as server, httpx.Client() as client:
+        watcher = Watcher(server)
+        links = [RoomLink(server.base_url.removesuffix("/v1"), name) for name in sent]
+        try:
+            watcher.wait_for(lambda w: w.events, "the first snapshot")
+            client.post(
+                server.url("chat/completions"),
+                headers={"Authorization": "Bearer linus"},
+                json={"model": "scheduled", "messages": HI, "stream": True},
+            )  # one real request too
+            for link, verdicts in zip(links, sent.values()):
+                for exercise, verdict in verdicts:
+                    assert link.send(exercise, verdict)
+            assert all(link.flush(WAIT) for link in links) and [link.sent for link in links] == [3, 2, 1]
+            want = {name: dict(verdicts) for name, verdicts in sent.items()}  # the last verdict per exercise
+
+            def key(verdicts: dict) -> str:
+                return json.dumps(verdicts, sort_keys=True)
+
+            watcher.wait_for(
+                lambda w: sorted(key(r["verdicts"]) for r in w.rows.values()) == sorted(key(v) for v in want.values()),
+                "every learner's last verdicts",
+            )
+            watcher.wait_for(lambda w: w.totals["active"] == 0 and w.totals["requests"] == 1, "linus's stream")
+            by_verdicts = {key(r["verdicts"]): r for r in watcher.rows.values()}
+            for name, verdicts in want.items():
+                row = by_verdicts[key(verdicts)]
+                assert row["learner"].startswith(name[: min(3, len(name) // 2)] + "\u2026#"), row
+            linus = by_verdicts[key(want["linus"])]
+            assert linus["requests"] == 1 and linus["model"] == "scheduled"  # verdicts and requests share a row
+            assert watcher.totals["verdicts"] == {"not yet": 2, "passed": 3} and watcher.totals["learners"] == 3
+            raw = watcher.stream.raw.decode()
+            assert "grace" not in raw and "linus" not in raw and "ken" not in raw
+            bad = client.post(
+                server.url("progress"),
+                headers={"Authorization": "Bearer mallory"},
+                json={"exercise": "01.1", "verdict": "<b>passed</b>"},
+            )
+            assert bad.status_code == 400 and "verdict must be one of" in bad.json()["error"]["message"]
+            assert server.wait_idle()
+            assert not any(r["learner"].startswith("mal") for r in watcher.rows.values())  # refused: not shown
+            assert len(watcher.rows) == 3
+        finally:
+            for link in links:
+                link.close()
+            watcher.close()
 
 
 # -- the page ------------------------------------------------------------------------------------------------
@@ -257,9 +354,15 @@ def test_the_feed_carries_no_key_and_no_message():
         watcher = Watcher(server)
         try:
             secret = "sk-proj-THIS-IS-A-REAL-LOOKING-KEY"
-            client.post(server.url("chat/completions"), headers={"Authorization": f"Bearer {secret}"},
-                        json={"model": "scheduled", "stream": True,
-                              "messages": [{"role": "user", "content": "my private question"}]})
+            client.post(
+                server.url("chat/completions"),
+                headers={"Authorization": f"Bearer {secret}"},
+                json={
+                    "model": "scheduled",
+                    "stream": True,
+                    "messages": [{"role": "user", "content": "my private question"}],
+                },
+            )
             watcher.wait_for(lambda w: w.totals.get("requests") == 1 and w.totals["active"] == 0, "the request")
             raw = watcher.stream.raw.decode()
             assert "REAL-LOOKING" not in raw and "proj" not in raw and "private question" not in raw
@@ -272,7 +375,10 @@ def test_the_dashboard_files_ship_in_the_wheel():
 
     root = Path(__file__).resolve().parent.parent
     assert {p.name for p in (root / "streamlab" / "net" / "standin" / "static").iterdir()} >= {
-        "dashboard.html", "dashboard.css", "dashboard.js"}
+        "dashboard.html",
+        "dashboard.css",
+        "dashboard.js",
+    }
 
 
 def test_the_totals_kept_row_by_row_equal_a_count_over_every_row():
@@ -282,24 +388,104 @@ def test_the_totals_kept_row_by_row_equal_a_count_over_every_row():
     rng = random.Random(11)
     b = board(max_learners=7)
     open_requests: dict[int, str] = {}
-    for n in range(400):
-        if open_requests and rng.random() < 0.5:
+    streams: list[float] = []  # every stream's TTFT in ms, in the order they finished
+    for n in range(1000):
+        if rng.random() < 0.2:
+            b.observe(
+                Visit(
+                    f"k{rng.randrange(10)}",
+                    n,
+                    True,
+                    verdict=(f"0{rng.randrange(1, 4)}.{rng.randrange(1, 4)}", rng.choice(VERDICTS)),
+                )
+            )
+        elif open_requests and rng.random() < 0.5:
             request = rng.choice(sorted(open_requests))
             key = open_requests.pop(request)
-            b.observe(Visit(key, request, True, ending=rng.choice(["complete", "cut", "http_error"]),
-                            retry=rng.choice([None, 0, 1]), ttft=rng.choice([None, rng.random()])))
+            ttft = rng.choice([None, rng.random()])
+            b.observe(
+                Visit(
+                    key,
+                    request,
+                    True,
+                    ending=rng.choice(["complete", "cut", "http_error"]),
+                    retry=rng.choice([None, 0, 1]),
+                    ttft=ttft,
+                )
+            )
+            if ttft is not None:
+                streams.append(round(1000 * ttft, 1))
         else:
             key = f"k{rng.randrange(10)}"
             open_requests[n] = key
             b.observe(Visit(key, n, False, model=rng.choice(["flaky", "x"])))
         rows = json.loads(b.snapshot().data)["rows"]
-        ttfts = [r["ttft_ms"] for r in rows if r["ttft_ms"] is not None]
         endings: dict[str, int] = {}
+        verdicts: dict[str, int] = {}
         for r in rows:
             for name, count in r["endings"].items():
                 endings[name] = endings.get(name, 0) + count
+            for verdict in r["verdicts"].values():
+                verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        recent = streams[-TTFT_WINDOW:]
         assert b.totals() == {
-            "learners": len(rows), "requests": sum(r["requests"] for r in rows),
-            "active": sum(r["active"] for r in rows), "retries": sum(r["retries"] for r in rows),
+            "learners": len(rows),
+            "requests": sum(r["requests"] for r in rows),
+            "active": sum(r["active"] for r in rows),
+            "retries": sum(r["retries"] for r in rows),
             "endings": dict(sorted(endings.items())),
-            "ttft_p50_ms": round(statistics.median(ttfts), 1) if ttfts else None}, n
+            "ttft_p50_ms": round(statistics.median(recent), 1) if recent else None,
+            "ttft_streams": len(recent),
+            "verdicts": dict(sorted(verdicts.items())),
+        }, n
+    assert len(streams) > TTFT_WINDOW  # the window was full and slid
+
+
+def test_the_median_ttft_is_the_rooms_recent_streams_not_each_learners_last():
+    # The run-through: three learners stream `scheduled` (first bytes after 300 ms), then two of them one fast
+    # model. The median of each learner's last TTFT said 1 ms; the room's streams say 300 ms.
+    b = board()
+    for i, key in enumerate(("ada", "bob", "cy")):
+        b.observe(Visit(key, i, True, model="scheduled", status=200, ending="complete", ttft=0.300))
+    for i, key in enumerate(("ada", "bob"), 3):
+        b.observe(Visit(key, i, True, model="splits", status=200, ending="complete", ttft=0.001))
+    totals = b.totals()
+    assert totals["ttft_p50_ms"] == 300.0 and totals["ttft_streams"] == 5
+    rows = json.loads(b.snapshot().data)["rows"]
+    assert [r["ttft_ms"] for r in rows] == [1.0, 1.0, 300.0]  # each row still shows its own last stream
+    for i in range(5, 5 + TTFT_WINDOW):  # only the last TTFT_WINDOW streams count
+        b.observe(Visit("cy", i, True, model="splits", status=200, ending="complete", ttft=0.002))
+    assert b.totals()["ttft_p50_ms"] == 2.0 and b.totals()["ttft_streams"] == TTFT_WINDOW
+    b.observe(Visit("ada", 999, True, ending="complete"))  # a JSON reply has no TTFT: the window stays
+    assert b.totals()["ttft_streams"] == TTFT_WINDOW
+    b.reset()
+    assert b.totals()["ttft_p50_ms"] is None and b.totals()["ttft_streams"] == 0
+
+
+def test_a_verdict_changes_only_the_learners_verdicts_never_a_request_count():
+    b = board()
+    b.observe(Visit("ada", 0, False, model="scheduled"))
+    (event,) = b.observe(Visit("ada", 1, True, verdict=("03.2", "not yet")))
+    row = json.loads(event.data)["row"]
+    assert row["verdicts"] == {"03.2": "not yet"} and row["requests"] == 1 and row["active"] == 1
+    b.observe(Visit("ada", 2, True, verdict=("03.2", "passed")))  # the last verdict wins
+    b.observe(Visit("ada", 3, True, verdict=("01.1", "not attempted")))
+    (event,) = b.observe(Visit("bob", 4, True, verdict=("03.2", "passed")))  # a learner seen only by verdicts
+    data = json.loads(event.data)
+    assert data["row"]["requests"] == 0 and data["row"]["learner"].startswith("b\u2026#")
+    assert data["totals"]["verdicts"] == {"not attempted": 1, "passed": 2} and data["totals"]["requests"] == 1
+    rows = json.loads(b.snapshot().data)["rows"]
+    assert rows[0]["verdicts"] == {"01.1": "not attempted", "03.2": "passed"}  # in exercise order
+
+
+def test_the_grid_keeps_at_most_max_exercises_columns():
+    b = board()
+    for k in range(MAX_EXERCISES):
+        b.observe(Visit(f"learner{k % 3}", k, True, verdict=(f"{k // 10:02d}.{k % 10}", "passed")))
+    b.observe(Visit("ada", 500, True, verdict=("99.9", "passed")))  # one column too many: ignored
+    b.observe(Visit("ada", 501, True, verdict=("00.0", "not yet")))  # a column already there: kept
+    rows = {r["learner"]: r for r in json.loads(b.snapshot().data)["rows"]}
+    ada = rows[learner_label("ada", b"salt")]
+    assert ada["verdicts"] == {"00.0": "not yet"}
+    columns = {ex for r in rows.values() for ex in r["verdicts"]}
+    assert len(columns) == MAX_EXERCISES and "99.9" not in columns

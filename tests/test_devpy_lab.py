@@ -50,12 +50,24 @@ def test_a_jupyterlab_started_like_dev_py_lab_shows_the_labs_and_fetches_no_news
     folders = {name: tmp_path / name for name in ("user", "workspaces", "runtime", "config")}
     for folder in folders.values():
         folder.mkdir()
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(folders["user"]), JUPYTER_CONFIG_DIR=str(folders["config"]),
-               JUPYTERLAB_WORKSPACES_DIR=str(folders["workspaces"]), JUPYTER_RUNTIME_DIR=str(folders["runtime"]))
+    env = dict(
+        os.environ,
+        JUPYTERLAB_SETTINGS_DIR=str(folders["user"]),
+        JUPYTER_CONFIG_DIR=str(folders["config"]),
+        JUPYTERLAB_WORKSPACES_DIR=str(folders["workspaces"]),
+        JUPYTER_RUNTIME_DIR=str(folders["runtime"]),
+    )
     env.pop("JUPYTER_TOKEN", None)
-    command = dev.lab_command(["--no-browser", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0",
-                               "--ServerApp.port_retries=0", "--IdentityProvider.token=",
-                               f"--LabApp.app_settings_dir={settings}"])
+    command = dev.lab_command(
+        [
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            "--ServerApp.port=0",
+            "--ServerApp.port_retries=0",
+            "--IdentityProvider.token=",
+            f"--LabApp.app_settings_dir={settings}",
+        ]
+    )
     command[0] = str(Path(sys.executable).parent / "jupyter")  # this interpreter's JupyterLab (dev.py's is .venv's)
     with (tmp_path / "jupyterlab.log").open("wb") as log:
         process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)

@@ -21,8 +21,12 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="dev.py rese
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args], cwd=repo, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture
@@ -38,8 +42,9 @@ def repo(tmp_path: Path) -> Path:
 
 
 def _reset(repo: Path, *args: str, answer: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "dev.py", "reset", *args], cwd=repo, input=answer, text=True,
-                          capture_output=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "dev.py", "reset", *args], cwd=repo, input=answer, text=True, capture_output=True, timeout=60
+    )
 
 
 def _lab01(repo: Path) -> Path:
@@ -55,8 +60,9 @@ def test_yes_puts_the_notebook_back_as_committed(repo: Path, name: str) -> None:
     assert "back as committed" in done.stdout and "Reload Notebook from Disk" in done.stdout
 
 
-@pytest.mark.parametrize(("answer", "restored"), [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False),
-                                                  ("", False)])
+@pytest.mark.parametrize(
+    ("answer", "restored"), [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False), ("", False)]
+)
 def test_without_yes_it_asks_and_only_yes_restores(repo: Path, answer: str, restored: bool) -> None:
     _lab01(repo).write_text(EDITED)
     done = _reset(repo, "01", answer=answer)

@@ -36,7 +36,11 @@ def test_a_clean_end_leaves_the_verdict_to_the_content():
 def test_every_abnormal_client_ending_has_exactly_one_exception_class():
     raised = {cls.ending for cls in errors.ENDING_ERRORS.values()}
     client_side = {e for e, o in OUTCOME_OF.items() if o is not None} - {
-        Ending.CANCELLED, Ending.CLIENT_GONE, Ending.CUT, Ending.STOPPED}
+        Ending.CANCELLED,
+        Ending.CLIENT_GONE,
+        Ending.CUT,
+        Ending.STOPPED,
+    }
     assert raised == client_side
     for ending, cls in errors.ENDING_ERRORS.items():
         assert issubclass(cls, errors.StreamEndError) and cls.ending is ending

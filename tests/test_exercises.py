@@ -17,8 +17,20 @@ LABS = tuple(labs_with_exercises())  # every lab that has an exercises module: 0
 for _lab in LABS:
     importlib.import_module(f"streamlab.exercises.lab{_lab}")
 
-VALUE_ANSWERS = {"answer_1", "answer_2", "answer_3", "answer_4", "retry_or_not", "total_600", "blank_screen",
-                 "tokens_at_close", "diagnosis", "breaker_table", "fail_over_or_not", "interval_ms"}
+VALUE_ANSWERS = {
+    "answer_1",
+    "answer_2",
+    "answer_3",
+    "answer_4",
+    "retry_or_not",
+    "total_600",
+    "blank_screen",
+    "tokens_at_close",
+    "diagnosis",
+    "breaker_table",
+    "fail_over_or_not",
+    "interval_ms",
+}
 """Exercises answered with a value (`name = ...`), not a function: a function stub is simply a wrong value."""
 
 
@@ -28,8 +40,10 @@ def _checks_open_sockets(lab: str) -> bool:
     return bool(re.search(r"\b(?:StandIn|AppServer|serve)\(", source))
 
 
-EXERCISES = [pytest.param(ex_id, marks=[pytest.mark.net] if _checks_open_sockets(ex_id[:2]) else [])
-             for ex_id in sorted(registry())]
+EXERCISES = [
+    pytest.param(ex_id, marks=[pytest.mark.net] if _checks_open_sockets(ex_id[:2]) else [])
+    for ex_id in sorted(registry())
+]
 
 
 def _stub(*args: object) -> object:
@@ -58,8 +72,7 @@ def test_a_crash_is_reported_with_the_input_that_caused_it(ex_id: str) -> None:
 
 
 def test_parse_by_hand_hints_at_the_rule() -> None:
-    assert verdict("01.2", [("x", "1"), ("message", "2")]).endswith(
-        "the last block never got its blank line.")
+    assert verdict("01.2", [("x", "1"), ("message", "2")]).endswith("the last block never got its blank line.")
     assert verdict("01.3", [("message", "two spaces")]).startswith("Exercise 01.3: not yet: the number of events")
     assert verdict("01.1", [("message", "a\nb")]) == "Exercise 01.1: passed"
 
@@ -88,18 +101,37 @@ def test_the_labs_with_exercises_are_found() -> None:
     assert {ex_id.split(".")[0] for ex_id in registry()} == set(LABS)
 
 
-@pytest.mark.parametrize(("ex_id", "hint"), [
-    ("99.9", 'an id is "NN.K", lab NN and exercise K; the labs with exercises are 01, 02, 03'),
-    ("01.9", "lab 01 has 01.1, 01.2, 01.3, 01.4, 01.5, 01.6"),
-    ("1.1", "the labs with exercises are 01"),
-    ("", "the labs with exercises are 01"),
-    (3.1, "the labs with exercises are 01"),
-])
-def test_an_unknown_exercise_gets_a_verdict_line_not_an_exception(ex_id: object, hint: str,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("ex_id", "hint"),
+    [
+        ("99.9", 'an id is "NN.K", lab NN and exercise K; the labs with exercises are 01, 02, 03'),
+        ("01.9", "lab 01 has 01.1, 01.2, 01.3, 01.4, 01.5, 01.6"),
+        ("1.1", "the labs with exercises are 01"),
+        ("", "the labs with exercises are 01"),
+        (3.1, "the labs with exercises are 01"),
+    ],
+)
+def test_an_unknown_exercise_gets_a_verdict_line_not_an_exception(
+    ex_id: object, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     check(ex_id, 42)  # a typo in a check cell must not stop "Restart & Run All"
     out = capsys.readouterr().out
     assert out.startswith(f"Exercise {ex_id}: no such exercise (") and hint in out
     assert out.count("\n") == 1
     with pytest.raises(KeyError, match="no exercise"):
         load_lab(ex_id)
+
+
+@pytest.mark.parametrize(("seconds", "right_in_ms"), [(0.04, True), (0.05, True), (0.035, True), (0.5, False)])
+def test_an_interval_typed_in_seconds_is_told_it_looks_like_seconds(seconds: float, right_in_ms: bool) -> None:
+    text = verdict("10.3", seconds)
+    assert text.startswith("Exercise 10.3: not yet: interval_ms is in milliseconds"), text
+    assert f"would be interval_ms = {seconds * 1000:g}" in text, text
+    assert (verdict("10.3", seconds * 1000) == "Exercise 10.3: passed") is right_in_ms  # 500 ms waits too long
+
+
+def test_an_interval_in_milliseconds_is_judged_on_the_budgets_not_the_unit() -> None:
+    assert verdict("10.3", 40) == "Exercise 10.3: passed"
+    for ms in (0, 1, 10, 100):
+        text = verdict("10.3", ms)
+        assert text.startswith("Exercise 10.3: not yet: at ") and "looks like seconds" not in text, text

@@ -13,8 +13,9 @@ ENDINGS = [e for e in Ending if e not in (Ending.IN_PROGRESS,)]
 
 
 SITUATIONS = st.builds(
-    lambda ending, status, **rest: Situation(ending=ending, status=status if ending is Ending.HTTP_ERROR else None,
-                                             **rest),
+    lambda ending, status, **rest: Situation(
+        ending=ending, status=status if ending is Ending.HTTP_ERROR else None, **rest
+    ),
     ending=st.sampled_from(ENDINGS),
     status=st.sampled_from([400, 401, 404, 408, 409, 422, 429, 500, 502, 503, 504]),
     events_sent=st.integers(min_value=0, max_value=50),
@@ -51,25 +52,40 @@ def test_resume_only_the_same_response_between_events_after_a_transport_failure(
         assert s.ending in TRANSPORT_FAILURES or s.ending is Ending.COMPLETE
 
 
-@pytest.mark.parametrize(("status", "worth"), [
-    (500, True), (502, True), (503, True), (504, True), (429, True), (408, True), (409, True),
-    (400, False), (401, False), (403, False), (404, False), (422, False),
-])
+@pytest.mark.parametrize(
+    ("status", "worth"),
+    [
+        (500, True),
+        (502, True),
+        (503, True),
+        (504, True),
+        (429, True),
+        (408, True),
+        (409, True),
+        (400, False),
+        (401, False),
+        (403, False),
+        (404, False),
+        (422, False),
+    ],
+)
 def test_statuses_another_upstream_could_fix(status, worth):
     assert worth_another(Ending.HTTP_ERROR, status=status) is worth
     move = decide(Situation(0, Ending.HTTP_ERROR, status, upstreams_left=1)).move
     assert move is (Move.FAIL_OVER if worth else Move.PASS_ERROR)
 
 
-@pytest.mark.parametrize("ending", [Ending.CONNECT_ERROR, Ending.BROKEN, Ending.READ_TIMEOUT,
-                                    Ending.INCOMPLETE_EVENT, Ending.COMPLETE])
+@pytest.mark.parametrize(
+    "ending", [Ending.CONNECT_ERROR, Ending.BROKEN, Ending.READ_TIMEOUT, Ending.INCOMPLETE_EVENT, Ending.COMPLETE]
+)
 def test_transport_failures_before_the_first_event_fail_over(ending):
     assert decide(Situation(0, ending, upstreams_left=2)).move is Move.FAIL_OVER
     assert decide(Situation(0, ending, upstreams_left=0)).move is Move.PASS_ERROR
 
 
-@pytest.mark.parametrize("ending", [Ending.CLIENT_GONE, Ending.CANCELLED, Ending.INVALID_REQUEST,
-                                    Ending.NOT_EVENT_STREAM])
+@pytest.mark.parametrize(
+    "ending", [Ending.CLIENT_GONE, Ending.CANCELLED, Ending.INVALID_REQUEST, Ending.NOT_EVENT_STREAM]
+)
 def test_nothing_moves_for_what_no_upstream_can_fix(ending):
     assert decide(Situation(0, ending, upstreams_left=2)).move is Move.PASS_ERROR
 

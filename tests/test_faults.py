@@ -34,7 +34,7 @@ def random_chunks(data: bytes, rng: random.Random) -> list[bytes]:
     chunks, at = [], 0
     while at < len(data):
         size = rng.randint(1, 200)
-        chunks.append(data[at:at + size])
+        chunks.append(data[at : at + size])
         at += size
     return chunks
 
@@ -131,7 +131,7 @@ def test_one_byte_slices_cut_inside_utf8_characters():
     inside = [o for o in offsets if TEXT[o] & 0xC0 == 0x80]  # the byte after the cut continues a character
     assert inside, "no cut fell inside a multi-byte character"
     with pytest.raises(UnicodeDecodeError):
-        TEXT[:inside[0]].decode()
+        TEXT[: inside[0]].decode()
 
 
 def test_the_plan_records_every_size_it_drew():
@@ -179,20 +179,23 @@ def test_the_order_is_documented_and_fixed():
 # --- the spec -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kwargs", "option", "says"), [
-    ({"direction": "sideways"}, "direction", "'down', 'up' or 'both'"),
-    ({"latency_ms": -1}, "latency_ms", "0 or more"),
-    ({"jitter_ms": float("nan")}, "jitter_ms", "finite"),
-    ({"bandwidth": 0}, "bandwidth", "1 or more"),
-    ({"slice_sizes": (5, 2)}, "slice_sizes", "MIN must not be larger than MAX"),
-    ({"slice_sizes": (0, 2)}, "slice_sizes", "1 or more"),
-    ({"slice_sizes": (1, 2, 3)}, "slice_sizes", "a pair"),
-    ({"slice_delay_ms": 3}, "slice_delay_ms", "needs slice_sizes"),
-    ({"cut_after": -5}, "cut_after", "0 or more"),
-    ({"cut_after": 1.5}, "cut_after", "whole number"),
-    ({"cut_after": 10, "stall_after": 20}, "stall_after", "only one of"),
-    ({"seed": "1"}, "seed", "whole number"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "option", "says"),
+    [
+        ({"direction": "sideways"}, "direction", "'down', 'up' or 'both'"),
+        ({"latency_ms": -1}, "latency_ms", "0 or more"),
+        ({"jitter_ms": float("nan")}, "jitter_ms", "finite"),
+        ({"bandwidth": 0}, "bandwidth", "1 or more"),
+        ({"slice_sizes": (5, 2)}, "slice_sizes", "MIN must not be larger than MAX"),
+        ({"slice_sizes": (0, 2)}, "slice_sizes", "1 or more"),
+        ({"slice_sizes": (1, 2, 3)}, "slice_sizes", "a pair"),
+        ({"slice_delay_ms": 3}, "slice_delay_ms", "needs slice_sizes"),
+        ({"cut_after": -5}, "cut_after", "0 or more"),
+        ({"cut_after": 1.5}, "cut_after", "whole number"),
+        ({"cut_after": 10, "stall_after": 20}, "stall_after", "only one of"),
+        ({"seed": "1"}, "seed", "whole number"),
+    ],
+)
 def test_bad_options_name_the_option_and_the_problem(kwargs, option, says):
     with pytest.raises(FaultSpecError, match=says) as info:
         FaultSpec(**kwargs)
@@ -202,10 +205,20 @@ def test_bad_options_name_the_option_and_the_problem(kwargs, option, says):
 
 def test_describe_names_every_fault_set():
     assert FaultSpec().describe() == "no faults"
-    spec = FaultSpec(direction="both", seed=9, latency_ms=100, jitter_ms=20, bandwidth=5000, slice_sizes=(1, 8),
-                     slice_delay_ms=1, stall_after=300)
-    assert spec.describe() == ("both: latency 100 ms ± 20 ms, bandwidth 5000 bytes/s, slices of 1-8 bytes, "
-                               "1 ms apart, stall after 300 bytes; seed 9")
+    spec = FaultSpec(
+        direction="both",
+        seed=9,
+        latency_ms=100,
+        jitter_ms=20,
+        bandwidth=5000,
+        slice_sizes=(1, 8),
+        slice_delay_ms=1,
+        stall_after=300,
+    )
+    assert spec.describe() == (
+        "both: latency 100 ms ± 20 ms, bandwidth 5000 bytes/s, slices of 1-8 bytes, "
+        "1 ms apart, stall after 300 bytes; seed 9"
+    )
     assert FaultSpec(cut_after=0).active and not FaultSpec(seed=3).active
 
 
@@ -225,18 +238,21 @@ def test_option_strings_parse():
     assert parse_bandwidth("2048") == 2048
 
 
-@pytest.mark.parametrize(("parse", "text", "option", "says"), [
-    (parse_hostport, "8000", "--upstream", "HOST:PORT"),
-    (parse_hostport, "host:0", "--upstream", "between 1 and 65535"),
-    (parse_hostport, "http://host:80", "--upstream", "HOST:PORT"),
-    (parse_latency, "fast", "--latency", "MS or MS:JITTER"),
-    (parse_latency, "-5", "--latency", "MS or MS:JITTER"),
-    (parse_slice, "8", "--slice", "MIN:MAX"),
-    (parse_slice, "0:8", "--slice", "MIN must be 1 or more"),
-    (parse_slice, "9:8", "--slice", "not larger than MAX"),
-    (parse_bandwidth, "0", "--bandwidth", "1 or more"),
-    (parse_bandwidth, "1k", "--bandwidth", "whole number"),
-])
+@pytest.mark.parametrize(
+    ("parse", "text", "option", "says"),
+    [
+        (parse_hostport, "8000", "--upstream", "HOST:PORT"),
+        (parse_hostport, "host:0", "--upstream", "between 1 and 65535"),
+        (parse_hostport, "http://host:80", "--upstream", "HOST:PORT"),
+        (parse_latency, "fast", "--latency", "MS or MS:JITTER"),
+        (parse_latency, "-5", "--latency", "MS or MS:JITTER"),
+        (parse_slice, "8", "--slice", "MIN:MAX"),
+        (parse_slice, "0:8", "--slice", "MIN must be 1 or more"),
+        (parse_slice, "9:8", "--slice", "not larger than MAX"),
+        (parse_bandwidth, "0", "--bandwidth", "1 or more"),
+        (parse_bandwidth, "1k", "--bandwidth", "whole number"),
+    ],
+)
 def test_bad_option_strings_say_what_and_where(parse, text, option, says):
     with pytest.raises(FaultSpecError, match=says) as info:
         parse(text)

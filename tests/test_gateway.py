@@ -17,6 +17,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 
 import httpx
 import openai
@@ -68,29 +69,46 @@ def primary_script() -> dict:
         "error-first": Episode([Send(shapes.chat_error_stream([])[-1])]),  # an error object, nothing before
         "hang": Episode([Send(P_FRAMES[0]), Send(P_FRAMES[1]), Stall()]),
         "probe": Episode([Wait(0.3)] + [Send(f) for f in P_FRAMES]),
-        "bg": Episode([Send(f) for f in R_FRAMES[:6]] + [Cut()], store_as="resp_gw",
-                      stored=StoredResponse.from_frames(R_FRAMES)),
+        "bg": Episode(
+            [Send(f) for f in R_FRAMES[:6]] + [Cut()], store_as="resp_gw", stored=StoredResponse.from_frames(R_FRAMES)
+        ),
         "bg-elsewhere": error_episode(503, "down"),
         "late-cut-both": Episode([Wait(0.6), Cut()]),
     }
 
 
 def backup_script() -> dict:
-    models = ["ok", "storm", "down", "bad", "reset-first", "cut-after-two", "stall-first", "slow-first", "late-cut",
-              "with-id", "error-first", "hang", "probe", "m"]
+    models = [
+        "ok",
+        "storm",
+        "down",
+        "bad",
+        "reset-first",
+        "cut-after-two",
+        "stall-first",
+        "slow-first",
+        "late-cut",
+        "with-id",
+        "error-first",
+        "hang",
+        "probe",
+        "m",
+    ]
     script: dict = {model: Episode([Send(f) for f in B_FRAMES]) for model in models}
     script["bg"] = Episode([Send(f) for f in shapes.responses_text_stream(BACKUP, response_id="resp_backup")])
     backup_frames = shapes.responses_text_stream(BACKUP, response_id="resp_on_backup")
-    script["bg-elsewhere"] = Episode([Send(f) for f in backup_frames], store_as="resp_on_backup",
-                                     stored=StoredResponse.from_frames(backup_frames))
+    script["bg-elsewhere"] = Episode(
+        [Send(f) for f in backup_frames], store_as="resp_on_backup", stored=StoredResponse.from_frames(backup_frames)
+    )
     script["late-cut-both"] = error_episode(503, "down too")
     return script
 
 
 @pytest.fixture
 def bench():
-    with GatewayBench(primary_script(), backup_script(), keepalive=0.2, read_timeout=0.5,
-                      failure_threshold=3, cooldown=30) as b:
+    with GatewayBench(
+        primary_script(), backup_script(), keepalive=0.2, read_timeout=0.5, failure_threshold=3, cooldown=30
+    ) as b:
         yield b
 
 
@@ -101,8 +119,9 @@ def sdk(gw: Gateway, key: str = "test") -> openai.OpenAI:
 def chat(client: openai.OpenAI, model: str, seen: list[str] | None = None) -> str:
     """The text the SDK yields (raises whatever it raises); `seen` collects it piece by piece."""
     seen = [] if seen is None else seen
-    for chunk in client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}],
-                                                stream=True, stream_options={"include_usage": True}):
+    for chunk in client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "hi"}], stream=True, stream_options={"include_usage": True}
+    ):
         seen += [c.delta.content or "" for c in chunk.choices]
     return "".join(seen)
 
@@ -122,7 +141,9 @@ def test_a_primary_that_fails_before_the_first_event_is_replaced_whole_by_the_ba
     log = last_log(bench.gateway, 1)
     assert (log["upstream"], log["failover"], log["attempts"], log["outcome"]) == ("backup", True, 2, "complete")
     assert [(t["upstream"], t["result"], t["move"]) for t in log["tried"]] == [
-        ("primary", "fault", "fail_over"), ("backup", "ok", None)]
+        ("primary", "fault", "fail_over"),
+        ("backup", "ok", None),
+    ]
 
 
 def test_a_primary_that_fails_after_the_first_event_makes_the_sdk_raise_with_no_backup_text(bench):
@@ -141,8 +162,9 @@ def test_the_async_sdk_gets_the_backups_whole_answer_or_an_exception_never_both(
         seen: list[str] = []
         async with openai.AsyncOpenAI(base_url=bench.gateway.base_url, api_key="async", max_retries=0) as client:
             try:
-                stream = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
-                                                              stream=True)
+                stream = await client.chat.completions.create(
+                    model=model, messages=[{"role": "user", "content": "x"}], stream=True
+                )
                 async for chunk in stream:
                     seen += [c.delta.content or "" for c in chunk.choices]
             except openai.APIError as exc:
@@ -157,13 +179,27 @@ def test_failover_happens_exactly_up_to_the_first_event_at_every_cut_offset():
     """Cut (FIN) or reset (RST) the primary's response at offsets on both sides of the first event's end: the
     client gets the backup's whole answer, or an exception after a prefix of the primary's, never a mix. (A
     breaker that never opens, so that every request tries the primary first.)"""
-    with GatewayBench(primary_script(), backup_script(), keepalive=0.2, read_timeout=0.5,
-                      failure_threshold=1000) as bench, sdk(bench.gateway) as client:
+    with (
+        GatewayBench(
+            primary_script(), backup_script(), keepalive=0.2, read_timeout=0.5, failure_threshold=1000
+        ) as bench,
+        sdk(bench.gateway) as client,
+    ):
         assert chat(client, "ok") == P_TEXT
         assert bench.gateway.wait_for_logs(1)  # logged once the primary's whole body was read through the proxy
         offsets = response_offsets(P_FRAMES, bench.proxy.records()[0].bytes_down)
-        cuts = sorted({0, 20, offsets.head - 1, offsets.head + 3, offsets.first_event - 1, offsets.first_event,
-                       offsets.first_event + 40, offsets.total - 10})
+        cuts = sorted(
+            {
+                0,
+                20,
+                offsets.head - 1,
+                offsets.head + 3,
+                offsets.first_event - 1,
+                offsets.first_event,
+                offsets.first_event + 40,
+                offsets.total - 10,
+            }
+        )
         outcomes = {}
         for fault in ("cut_after", "reset_after"):
             for at in cuts:
@@ -186,22 +222,34 @@ def test_failover_happens_exactly_up_to_the_first_event_at_every_cut_offset():
 
 def test_a_slow_first_event_gets_keepalives_and_can_still_fail_over(bench):
     with httpx.Client(timeout=10) as client:
-        with client.stream("POST", f"{bench.gateway.base_url}/chat/completions",
-                           json={"model": "late-cut", "stream": True, "messages": ASK}) as r:
+        with client.stream(
+            "POST",
+            f"{bench.gateway.base_url}/chat/completions",
+            json={"model": "late-cut", "stream": True, "messages": ASK},
+        ) as r:
             assert r.status_code == 200  # the head went out with the first keep-alive
             raw = r.read()
     assert raw.startswith(b": keep-alive\n\n")
     events, truncated = parse(raw)
-    assert not truncated and "".join(
-        json.loads(e.data)["choices"][0]["delta"].get("content", "") for e in events
-        if e.data != "[DONE]" and json.loads(e.data)["choices"]) == B_TEXT
+    assert (
+        not truncated
+        and "".join(
+            json.loads(e.data)["choices"][0]["delta"].get("content", "")
+            for e in events
+            if e.data != "[DONE]" and json.loads(e.data)["choices"]
+        )
+        == B_TEXT
+    )
     assert last_log(bench.gateway, 1)["failover"] is True
 
 
 def test_when_every_upstream_fails_after_the_head_went_out_the_stream_ends_marked(bench):
     with httpx.Client(timeout=10) as client:
-        with client.stream("POST", f"{bench.gateway.base_url}/chat/completions",
-                           json={"model": "late-cut-both", "stream": True, "messages": ASK}) as r:
+        with client.stream(
+            "POST",
+            f"{bench.gateway.base_url}/chat/completions",
+            json={"model": "late-cut-both", "stream": True, "messages": ASK},
+        ) as r:
             raw = r.read()
     assert r.status_code == 200 and raw.startswith(b": keep-alive\n\n")  # too late for a 503: a marked end
     events, truncated = parse(raw)
@@ -249,8 +297,11 @@ def test_a_background_response_cut_after_its_first_events_is_resumed_on_the_same
 
 def test_a_client_that_leaves_closes_the_upstream(bench):
     with httpx.Client(timeout=10) as client:
-        with client.stream("POST", f"{bench.gateway.base_url}/chat/completions",
-                           json={"model": "hang", "stream": True, "messages": ASK}) as r:
+        with client.stream(
+            "POST",
+            f"{bench.gateway.base_url}/chat/completions",
+            json={"model": "hang", "stream": True, "messages": ASK},
+        ) as r:
             next(r.iter_raw())
     assert bench.primary.wait_until(lambda rs: rs and rs[-1].ending == "client_gone")
     assert last_log(bench.gateway, 1)["outcome"] == "cancelled"
@@ -283,16 +334,22 @@ def test_the_breaker_stops_traffic_within_its_threshold_and_probes_once_after_th
         assert chat(client, "ok") == P_TEXT  # the probe succeeds: closed again
         assert primary_requests(gw, 8) == 5 and gw.breakers["primary"].state == "closed"
     signals = [(t.before, t.after) for t in gw.breakers["primary"].transitions]
-    assert signals == [("closed", "open"), ("open", "half_open"), ("half_open", "open"), ("open", "half_open"),
-                       ("half_open", "closed")]
+    assert signals == [
+        ("closed", "open"),
+        ("open", "half_open"),
+        ("half_open", "open"),
+        ("open", "half_open"),
+        ("half_open", "closed"),
+    ]
 
 
 def primary_requests(gw: Gateway, logs: int) -> int:
     """Requests sent to the primary over the first `logs` requests, from the gateway's log (a reset or a stall
     made by the proxy never reaches the stand-in's records)."""
     assert gw.wait_for_logs(logs)
-    return sum(1 for log in gw.logs[:logs] for t in log["tried"] if t["upstream"] == "primary"
-               and t["result"] != "refused")
+    return sum(
+        1 for log in gw.logs[:logs] for t in log["tried"] if t["upstream"] == "primary" and t["result"] != "refused"
+    )
 
 
 def test_half_open_lets_one_probe_through_while_others_go_to_the_backup(bench):
@@ -314,9 +371,12 @@ def test_half_open_lets_one_probe_through_while_others_go_to_the_backup(bench):
 
 
 def test_when_every_breaker_is_open_the_answer_is_503_with_retry_after():
-    with StandIn({"m": error_episode(503, "down")}) as a, StandIn({"m": error_episode(502, "bad gateway")}) as b, \
-            Gateway([a.base_url, b.base_url], failure_threshold=1, cooldown=30, clock=ManualClock()) as gw, \
-            httpx.Client(timeout=10) as client:
+    with (
+        StandIn({"m": error_episode(503, "down")}) as a,
+        StandIn({"m": error_episode(502, "bad gateway")}) as b,
+        Gateway([a.base_url, b.base_url], failure_threshold=1, cooldown=30, clock=ManualClock()) as gw,
+        httpx.Client(timeout=10) as client,
+    ):
         first = client.post(f"{gw.base_url}/chat/completions", json={"model": "m", "stream": True, "messages": ASK})
         assert first.status_code == 502  # the last upstream's own answer, passed on
         second = client.post(f"{gw.base_url}/chat/completions", json={"model": "m", "stream": True, "messages": ASK})
@@ -341,17 +401,23 @@ def test_the_metrics_page_parses_with_the_prometheus_parser(bench):
     assert set(FAMILIES) <= set(families)
 
     def value(family: str, sample: str, **labels: str) -> float:
-        return sum(s.value for s in families[family].samples
-                   if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()))
+        return sum(
+            s.value
+            for s in families[family].samples
+            if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items())
+        )
 
     assert value("streamlab_gateway_ttft_seconds", "streamlab_gateway_ttft_seconds_count", upstream="primary") == 1
     assert value("streamlab_gateway_ttft_seconds", "streamlab_gateway_ttft_seconds_count", upstream="backup") == 4
     assert value("streamlab_gateway_stream_seconds", "streamlab_gateway_stream_seconds_count") == 5
     assert value("streamlab_gateway_endings", "streamlab_gateway_endings_total", outcome="complete") == 5
-    assert value("streamlab_gateway_attempts", "streamlab_gateway_attempts_total", upstream="primary",
-                 result="fault") == 3
-    assert value("streamlab_gateway_attempts", "streamlab_gateway_attempts_total", upstream="primary",
-                 result="refused") == 1
+    assert (
+        value("streamlab_gateway_attempts", "streamlab_gateway_attempts_total", upstream="primary", result="fault") == 3
+    )
+    assert (
+        value("streamlab_gateway_attempts", "streamlab_gateway_attempts_total", upstream="primary", result="refused")
+        == 1
+    )
     assert value("streamlab_gateway_breaker_state", "streamlab_gateway_breaker_state", upstream="primary") == 2
     assert value("streamlab_gateway_breaker_state", "streamlab_gateway_breaker_state", upstream="backup") == 0
     assert value("streamlab_gateway_output_tokens", "streamlab_gateway_output_tokens_total") == 4 + 3 * 4
@@ -363,7 +429,7 @@ def test_two_gateways_keep_separate_counts(bench):
         with sdk(bench.gateway) as client:
             chat(client, "ok")
         assert bench.gateway.wait_for_logs(1)
-        assert 'streamlab_gateway_endings_total{' not in other.metrics_text()
+        assert "streamlab_gateway_endings_total{" not in other.metrics_text()
 
 
 def test_every_log_line_is_json_with_the_documented_fields(bench, caplog):
@@ -375,21 +441,35 @@ def test_every_log_line_is_json_with_the_documented_fields(bench, caplog):
             except openai.APIError:
                 pass
         assert gw.wait_for_logs(3)
+        deadline = time.monotonic() + 10  # the lines are logged by the gateway's writer thread, just after
+        while sum(r.name == "streamlab.gateway" for r in caplog.records) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
     lines = [r.getMessage() for r in caplog.records if r.name == "streamlab.gateway"]
     records = [json.loads(line) for line in lines]
     assert len(records) == 3 and all("\n" not in line for line in lines)
     for record in records:
-        assert list(record)[:len(LOG_FIELDS)] == list(LOG_FIELDS)
+        assert list(record)[: len(LOG_FIELDS)] == list(LOG_FIELDS)
         assert set(SUMMARY_FIELDS) <= set(record)  # a gateway log line is also a relay summary line
     with_id, failed_over, cut = records
     assert (with_id["request_id"], with_id["upstream"], with_id["attempts"], with_id["tokens"]) == (
-        "req_primary_42", "primary", 1, 4)
+        "req_primary_42",
+        "primary",
+        1,
+        4,
+    )
     assert with_id["ttft_s"] <= with_id["total_s"] and with_id["ending"] == "complete"
     assert (failed_over["request_id"], failed_over["upstream"], failed_over["failover"]) == (
-        "chatcmpl-backup", "backup", True)
+        "chatcmpl-backup",
+        "backup",
+        True,
+    )
     assert failed_over["tried"][0]["status"] == 503 and failed_over["tokens"] == 3
     assert (cut["ending"], cut["outcome"], cut["tokens"], cut["request_id"]) == (
-        "broken", "truncated", None, "chatcmpl-primary")
+        "broken",
+        "truncated",
+        None,
+        "chatcmpl-primary",
+    )
     assert gw.log_line(records[0]) == lines[0]
 
 
@@ -404,8 +484,12 @@ def test_tokens_are_read_from_either_dialects_usage():
 
 def test_upstreams_are_named_in_order_of_preference():
     ups = upstreams_from(["http://a/v1", "backup=http://b/v1", "http://c/v1", "http://d/v1"])
-    assert [(u.name, u.url) for u in ups] == [("primary", "http://a/v1"), ("backup", "http://b/v1"),
-                                             ("tertiary", "http://c/v1"), ("upstream4", "http://d/v1")]
+    assert [(u.name, u.url) for u in ups] == [
+        ("primary", "http://a/v1"),
+        ("backup", "http://b/v1"),
+        ("tertiary", "http://c/v1"),
+        ("upstream4", "http://d/v1"),
+    ]
     with pytest.raises(ValueError, match="unique"):
         upstreams_from(["x=http://a/v1", "x=http://b/v1"])
     with pytest.raises(ValueError, match="http:// or https://"):
@@ -449,9 +533,25 @@ def test_stopping_the_gateway_mid_stream_ends_it_marked_and_leaves_nothing_behin
 
 def test_the_relay_cli_with_two_upstreams_runs_the_gateway():
     with StandIn({"m": error_episode(503, "down")}) as a, StandIn({"m": Episode(paced(B_FRAMES))}) as b:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlab", "relay", "--upstream", a.base_url,
-                                 "--upstream", f"backup={b.base_url}", "--port", "0", "--keepalive", "0.2"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlab",
+                "relay",
+                "--upstream",
+                a.base_url,
+                "--upstream",
+                f"backup={b.base_url}",
+                "--port",
+                "0",
+                "--keepalive",
+                "0.2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             url = proc.stdout.readline().split()[-1]
             with sdk_url(url) as client:

@@ -116,8 +116,12 @@ def test_each_agenda_runs_without_gaps_and_gives_each_lab_its_budget(title: str)
 
 
 def test_every_lab_is_in_an_agenda_or_named_for_later() -> None:
-    in_agendas = {LAB_LINK.search(what).group(1) for title in ("Half day", "Full day")
-                  for _, _, what in _agenda(title) if LAB_LINK.search(what)}
+    in_agendas = {
+        LAB_LINK.search(what).group(1)
+        for title in ("Half day", "Full day")
+        for _, _, what in _agenda(title)
+        if LAB_LINK.search(what)
+    }
     later = set(re.findall(r"labs? ((?:\d\d(?:, | and )?)+) for later", DOC)[0].replace(" and ", ", ").split(", "))
     labs = {path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb")}
     assert labs <= in_agendas | later, f"not planned anywhere: {sorted(labs - in_agendas - later)}"
@@ -143,8 +147,9 @@ def test_every_model_the_guide_asks_for_is_served_by_the_room_stand_in() -> None
 
 
 def test_every_streamlab_subcommand_the_guide_uses_exists() -> None:
-    help_text = subprocess.run([sys.executable, "-m", "streamlab", "--help"], capture_output=True, text=True,
-                               timeout=60, check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "streamlab", "--help"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     commands = set(re.search(r"\{([\w,-]+)\}", help_text).group(1).split(","))
     used = set(re.findall(r"\bstreamlab ([a-z][\w-]*)", _code())) - {"stand"}
     assert used and used <= commands, f"no such subcommand: {sorted(used - commands)}"
@@ -154,8 +159,11 @@ def test_every_relative_link_and_named_file_exists() -> None:
     links = [target for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", DOC) if "://" not in target]
     files = re.findall(r"`((?:tools|tests|notebooks|benchmarks|streamlab)/[\w./-]+\.(?:py|md|ipynb))`", DOC)
     planned = {f"notebooks/{ex_id[:2]}-" for ex_id in registered()}  # labs whose checks exist: notebook on its way
-    missing = [name for name in links + files if not (ROOT / name).exists() and "NN" not in name
-               and not any(name.startswith(p) for p in planned)]
+    missing = [
+        name
+        for name in links + files
+        if not (ROOT / name).exists() and "NN" not in name and not any(name.startswith(p) for p in planned)
+    ]
     assert not missing, f"INSTRUCTORS.md names files that do not exist: {missing}"
 
 

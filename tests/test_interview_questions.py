@@ -63,4 +63,5 @@ def test_each_question_hides_a_model_answer_and_links_a_lab_section(heading: str
 def test_the_anchor_rule_matches_jupyterlab() -> None:
     """JupyterLab 4 (`createHeaderId`) takes the heading's textContent and replaces each space with '-'."""
     assert jupyterlab_anchor("4. Resume: background mode and the `sequence_number` cursor") == (
-        "4.-Resume:-background-mode-and-the-sequence_number-cursor")
+        "4.-Resume:-background-mode-and-the-sequence_number-cursor"
+    )

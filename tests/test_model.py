@@ -21,8 +21,22 @@ from streamlab.net.model import MODEL_NAME, MODEL_SHA256, ModelServer, ModelUnav
 
 FOLDER = capture.CAPTURES
 RECORDS = sorted(p for p in FOLDER.glob("*.json") if p.name != "index.json")
-KEYS = {"name", "quirk", "captured", "server", "model", "request", "response", "reads", "client", "redacted",
-        "server_cpu_seconds", "transport_error", "times", "machine"}
+KEYS = {
+    "name",
+    "quirk",
+    "captured",
+    "server",
+    "model",
+    "request",
+    "response",
+    "reads",
+    "client",
+    "redacted",
+    "server_cpu_seconds",
+    "transport_error",
+    "times",
+    "machine",
+}
 
 
 # -- the model and the server's command line --------------------------------------------------------------
@@ -66,13 +80,22 @@ def test_server_command_serves_loopback_with_the_two_core_settings(tmp_path: Pat
     args = model.server_command(gguf, port=1234)
     assert args[1:3] == ["-m", "llama_cpp.server"]
     flags = " ".join(args)
-    for flag in ("--host 127.0.0.1", "--port 1234", "--chat_format gemma", "--logits_all false", "--n_threads 2",
-                 "--n_ctx 2048", f"--model_alias {MODEL_NAME}", f"--model {gguf}"):
+    for flag in (
+        "--host 127.0.0.1",
+        "--port 1234",
+        "--chat_format gemma",
+        "--logits_all false",
+        "--n_threads 2",
+        "--n_ctx 2048",
+        f"--model_alias {MODEL_NAME}",
+        f"--model {gguf}",
+    ):
         assert flag in flags
 
 
-def test_llama_server_missing_says_how_to_build_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_llama_server_missing_says_how_to_build_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(model.shutil, "which", lambda name: None)
     with pytest.raises(ModelUnavailable, match="cmake --build"):
         model.server_command(tmp_path / "m.gguf", port=1, server="llama-server")
@@ -99,8 +122,10 @@ def test_licence_notice_names_the_terms_and_the_third_party_packaging() -> None:
 
 
 def test_redact_replaces_paths_and_keeps_the_module_they_name() -> None:
-    body = (b'{"message": "  File \\"/work/x/.venv/lib/python3.11/site-packages/llama_cpp/server/app.py\\", line 3'
-            b' /root/.cache/m.gguf"}')
+    body = (
+        b'{"message": "  File \\"/work/x/.venv/lib/python3.11/site-packages/llama_cpp/server/app.py\\", line 3'
+        b' /root/.cache/m.gguf"}'
+    )
     out, count = capture.redact(body)
     assert count == 2 and b"/work" not in out and b"/root" not in out
     assert b"<redacted>/site-packages/llama_cpp/server/app.py" in out
@@ -128,8 +153,12 @@ def _deltas(name: str) -> list[dict[str, Any]]:
 
 
 def _finish_reasons(name: str) -> list[str]:
-    return [c["choices"][0]["finish_reason"] for c in _chunks(name) if c.get("choices")
-            if c["choices"][0].get("finish_reason")]
+    return [
+        c["choices"][0]["finish_reason"]
+        for c in _chunks(name)
+        if c.get("choices")
+        if c["choices"][0].get("finish_reason")
+    ]
 
 
 def test_every_probe_has_its_capture_and_the_index_lists_them_all() -> None:
@@ -137,8 +166,9 @@ def test_every_probe_has_its_capture_and_the_index_lists_them_all() -> None:
     names = {p.stem for p in RECORDS}
     assert [c["name"] for c in index["captures"]] and {c["name"] for c in index["captures"]} == names
     assert {p.stem for p in FOLDER.glob("*.sse")} == names
-    expected = {n for p in capture.PROBES
-                for n in ((f"{p.name}-first", f"{p.name}-second") if p.interrupt_after else (p.name,))}
+    expected = {
+        n for p in capture.PROBES for n in ((f"{p.name}-first", f"{p.name}-second") if p.interrupt_after else (p.name,))
+    }
     assert names == expected
     assert all(c["quirk"] for c in index["captures"])
     assert index["model"]["sha256"] == MODEL_SHA256
@@ -151,8 +181,12 @@ def test_capture_record_is_well_formed(path: Path) -> None:
     assert record["name"] == path.stem and record["quirk"]
     assert record["server"]["name"] == "llama-cpp-python" and record["server"]["version"] == model.SERVER_VERSION
     assert "--chat_format" in record["server"]["flags"] and "127.0.0.1" in record["server"]["flags"]
-    assert record["model"] == {"name": MODEL_NAME, "file": model.MODEL_FILE, "sha256": MODEL_SHA256,
-                               "package": f"{model.MODEL_PACKAGE}=={model.MODEL_PACKAGE_VERSION}"}
+    assert record["model"] == {
+        "name": MODEL_NAME,
+        "file": model.MODEL_FILE,
+        "sha256": MODEL_SHA256,
+        "package": f"{model.MODEL_PACKAGE}=={model.MODEL_PACKAGE_VERSION}",
+    }
     assert record["request"]["method"] == "POST" and record["request"]["path"] == "/v1/chat/completions"
     assert (record["request"]["body"] is None) != (record["request"]["body_text"] is None)
     response = record["response"]
@@ -271,8 +305,9 @@ def test_official_sdk_streams_from_the_real_model(served: ModelServer) -> None:
     openai = pytest.importorskip("openai")
     assert served.model == MODEL_NAME and served.base_url.startswith("http://127.0.0.1:")
     with openai.OpenAI(base_url=served.base_url, api_key="none", max_retries=0) as client:
-        stream = client.chat.completions.create(model=served.model, messages=capture.ASK, stream=True,
-                                                max_tokens=8, temperature=0, seed=capture.SEED)
+        stream = client.chat.completions.create(
+            model=served.model, messages=capture.ASK, stream=True, max_tokens=8, temperature=0, seed=capture.SEED
+        )
         chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text and chunks[-1].choices[0].finish_reason == "length"

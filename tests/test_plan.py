@@ -37,8 +37,9 @@ HI = [{"role": "user", "content": "hi"}]
 """The planner checks requests as the real API does (`messages` / `input` required), so requests here carry them."""
 
 
-def request(method: str, target: str, body: object = None, *, key: str | None = None,
-            headers: dict[str, str] | None = None) -> Request:
+def request(
+    method: str, target: str, body: object = None, *, key: str | None = None, headers: dict[str, str] | None = None
+) -> Request:
     """A parsed request as the handler would build it."""
     raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
     lines = [f"{method} {target} HTTP/1.1", "Host: x"]
@@ -70,13 +71,16 @@ def test_parse_head_reads_the_request_line_and_lower_cases_header_names():
     assert head.path == "/v1/x" and head.query == {"stream": ["true"]} and head.keep_alive
 
 
-@pytest.mark.parametrize(("line", "status", "fragment"), [
-    (b"GET /", 400, "HTTP/0.9"),
-    (b"this is not http", 400, "malformed request line"),
-    (b"GET / HTTP/2.0", 505, "not supported"),
-    (b"GET / HTTQ/1.1", 400, "HTTP version"),
-    (b"G(T / HTTP/1.1", 400, "method"),
-])
+@pytest.mark.parametrize(
+    ("line", "status", "fragment"),
+    [
+        (b"GET /", 400, "HTTP/0.9"),
+        (b"this is not http", 400, "malformed request line"),
+        (b"GET / HTTP/2.0", 505, "not supported"),
+        (b"GET / HTTQ/1.1", 400, "HTTP version"),
+        (b"G(T / HTTP/1.1", 400, "method"),
+    ],
+)
 def test_a_wrong_request_line_is_refused_as_soon_as_it_arrives(line, status, fragment):
     reply = request_line_reply(line + b"\r\n")
     assert isinstance(reply, Reply) and reply.status == status and reply.close
@@ -85,8 +89,11 @@ def test_a_wrong_request_line_is_refused_as_soon_as_it_arrives(line, status, fra
 
 
 def test_malformed_header_lines_are_refused():
-    for raw in (b"GET / HTTP/1.1\r\nno colon\r\n\r\n", b"GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
-                b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n"):
+    for raw in (
+        b"GET / HTTP/1.1\r\nno colon\r\n\r\n",
+        b"GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
+        b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+    ):
         reply = parse_head(raw)
         assert isinstance(reply, Reply) and reply.status == 400, raw
 
@@ -113,14 +120,17 @@ def test_admit_checks_the_size_before_100_continue():
     assert admit(_head(), max_body_bytes=1000) == ReadBody(0, False)
 
 
-@pytest.mark.parametrize(("headers", "status", "fragment"), [
-    (("Content-Length: 5", "Content-Length: 7"), 400, "conflicting Content-Length"),
-    (("Content-Length: 5, 7",), 400, "conflicting Content-Length"),
-    (("Content-Length: -3",), 400, "invalid Content-Length"),
-    (("Content-Length: \u0663",), 400, "invalid Content-Length"),
-    (("Transfer-Encoding: chunked",), 411, "chunked"),
-    (("Content-Length: 5", "Expect: magic"), 417, "Expect"),
-])
+@pytest.mark.parametrize(
+    ("headers", "status", "fragment"),
+    [
+        (("Content-Length: 5", "Content-Length: 7"), 400, "conflicting Content-Length"),
+        (("Content-Length: 5, 7",), 400, "conflicting Content-Length"),
+        (("Content-Length: -3",), 400, "invalid Content-Length"),
+        (("Content-Length: \u0663",), 400, "invalid Content-Length"),
+        (("Transfer-Encoding: chunked",), 411, "chunked"),
+        (("Content-Length: 5", "Expect: magic"), 417, "Expect"),
+    ],
+)
 def test_admit_refuses_ambiguous_bodies(headers, status, fragment):
     reply = admit(_head(*headers), max_body_bytes=1000)
     assert isinstance(reply, Reply) and reply.status == status and fragment in reply.body["error"]["message"]
@@ -149,15 +159,22 @@ def test_routes_come_from_one_table_with_one_405_and_one_404():
 # -- validation like the real API ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("body", "headers", "fragment", "param"), [
-    (b"{", {}, "not valid JSON", None),
-    (b"[" * 100_000, {}, "nested too deeply", None),
-    (b"1" * 5000, {}, "not valid JSON", None),
-    (b"[1]", {}, "must be a JSON object", None),
-    (b'{"messages": [{"role": "user", "content": "hi"}]}', {}, "model", "model"),
-    (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}', {"Content-Type": "text/plain"}, "Content-Type",
-     None),
-])
+@pytest.mark.parametrize(
+    ("body", "headers", "fragment", "param"),
+    [
+        (b"{", {}, "not valid JSON", None),
+        (b"[" * 100_000, {}, "nested too deeply", None),
+        (b"1" * 5000, {}, "not valid JSON", None),
+        (b"[1]", {}, "must be a JSON object", None),
+        (b'{"messages": [{"role": "user", "content": "hi"}]}', {}, "model", "model"),
+        (
+            b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+            {"Content-Type": "text/plain"},
+            "Content-Type",
+            None,
+        ),
+    ],
+)
 def test_bad_bodies_get_a_400_not_an_exception(body, headers, fragment, param):
     reply = chat(Room({"m": Episode()}), body, headers=headers)
     assert isinstance(reply, Reply) and reply.status == 400
@@ -165,8 +182,11 @@ def test_bad_bodies_get_a_400_not_an_exception(body, headers, fragment, param):
 
 
 def test_content_type_with_parameters_is_json():
-    reply = chat(Room({"m": Episode([Send(CHAT[0])])}), {"model": "m", "messages": HI, "stream": True},
-                 headers={"Content-Type": "application/json; charset=utf-8"})
+    reply = chat(
+        Room({"m": Episode([Send(CHAT[0])])}),
+        {"model": "m", "messages": HI, "stream": True},
+        headers={"Content-Type": "application/json; charset=utf-8"},
+    )
     assert isinstance(reply, Stream)
 
 
@@ -277,8 +297,15 @@ def test_last_event_id_skips_delivered_bytes_and_their_waits_but_not_stalls():
     payload = b"".join(frames)
     steps = [Wait(0.3), Send(payload[:7]), Stall(0.2), Send(payload[7:30]), Wait(0.3), Send(payload[30:])]
     room = Room({"m": Episode(steps)})
-    decision = plan(room, request("POST", "/v1/chat/completions", {"model": "m", "messages": HI, "stream": True},
-                                  headers={"Last-Event-ID": "2"}))
+    decision = plan(
+        room,
+        request(
+            "POST",
+            "/v1/chat/completions",
+            {"model": "m", "messages": HI, "stream": True},
+            headers={"Last-Event-ID": "2"},
+        ),
+    )
     assert decision.note.resumed_after == "2"
     assert written(decision.action) == frames[2]
     assert [a for a in decision.action.actions if isinstance(a, Pause)] == [Pause(0.2)]
@@ -317,8 +344,12 @@ def test_endings():
 def test_error_episode_reply_carries_its_wait_and_headers():
     room = Room({"m": error_episode(503, "busy", retry_after=2, wait=0.25)})
     reply = chat(room, {"model": "m", "messages": HI})
-    assert reply == Reply(503, {"error": {"message": "busy", "type": "server_error", "param": None, "code": None}},
-                          (("Retry-After", "2"),), wait=0.25)
+    assert reply == Reply(
+        503,
+        {"error": {"message": "busy", "type": "server_error", "param": None, "code": None}},
+        (("Retry-After", "2"),),
+        wait=0.25,
+    )
 
 
 def test_derive_body_rebuilds_tool_calls_through_the_accumulator():

@@ -122,8 +122,10 @@ def test_plot_attempts_makes_its_own_figure_outside_pyplot() -> None:
     from streamlab.tools.plots import plot_attempts
 
     before = plt.get_fignums()
-    attempts = [Attempt(1, 0.0, 0.1, AttemptResult(status=503), Decision(True, 0.5, "x", "backoff")),
-                Attempt(2, 0.6, 0.9, AttemptResult(ok=True, events_delivered=3), Decision(False, 0.0, "ok"))]
+    attempts = [
+        Attempt(1, 0.0, 0.1, AttemptResult(status=503), Decision(True, 0.5, "x", "backoff")),
+        Attempt(2, 0.6, 0.9, AttemptResult(ok=True, events_delivered=3), Decision(False, 0.0, "ok")),
+    ]
     fig = plot_attempts(attempts, title="t")
     assert isinstance(fig, Figure) and plt.get_fignums() == before
     assert fig.axes[0].get_title() == "t" and len(fig.axes[0].patches) == 3  # two attempts, one wait
@@ -184,8 +186,10 @@ def test_retry_timeline_says_in_a_legend_what_its_markers_and_bars_are() -> None
     from streamlab.net.retry import Attempt
     from streamlab.tools.plots import plot_attempts
 
-    attempts = [Attempt(1, 0.0, 0.0, AttemptResult(status=503), Decision(True, 0.5, "x", "backoff")),
-                Attempt(2, 0.5, 0.5, AttemptResult(ok=True, events_delivered=3), Decision(False, 0.0, "ok"))]
+    attempts = [
+        Attempt(1, 0.0, 0.0, AttemptResult(status=503), Decision(True, 0.5, "x", "backoff")),
+        Attempt(2, 0.5, 0.5, AttemptResult(ok=True, events_delivered=3), Decision(False, 0.0, "ok")),
+    ]
     ax = plot_attempts(attempts).axes[0]
     markers = [line.get_marker() for line in ax.lines]
     assert markers == ["X", "o"]  # failed, then streamed: told apart by shape, not only by colour

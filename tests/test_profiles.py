@@ -33,15 +33,24 @@ from streamlab.net.check import check_endpoint
 from streamlab.net.standin.server import StandIn
 from streamlab.tools.cli.main import build_parser
 
-REFUSAL = ErrorEpisode(400, shapes.error_body("invalid type for 'messages'", "invalid_request_error", "invalid_type",
-                                              "messages"))
+REFUSAL = ErrorEpisode(
+    400, shapes.error_body("invalid type for 'messages'", "invalid_request_error", "invalid_type", "messages")
+)
 SSE = (("content-type", "text/event-stream"),)
 
 
-NOT_JSON = ErrorEpisode(400, shapes.error_body("We could not parse the JSON body of your request.",
-                                              "invalid_request_error"))
-TOO_LONG = ErrorEpisode(400, shapes.error_body("This model's maximum context length is 32768 tokens.",
-                                              "invalid_request_error", "context_length_exceeded", "messages"))
+NOT_JSON = ErrorEpisode(
+    400, shapes.error_body("We could not parse the JSON body of your request.", "invalid_request_error")
+)
+TOO_LONG = ErrorEpisode(
+    400,
+    shapes.error_body(
+        "This model's maximum context length is 32768 tokens.",
+        "invalid_request_error",
+        "context_length_exceeded",
+        "messages",
+    ),
+)
 DOCUMENTED_REFUSAL = {"error": REFUSAL, "not_json": NOT_JSON, "too_long": TOO_LONG}
 
 
@@ -51,8 +60,9 @@ def simulate(name: str) -> list[ProbeResult]:
     for probe in probes_for("both", "any"):
         answer = DOCUMENTED_REFUSAL.get(probe.kind) or answer_episode(probe.dialect, probe.body)
         request = {} if probe.kind == "not_json" else probe.body
-        sent = apply_profile(PROFILES[name], answer, dialect=probe.dialect, request=request,
-                             not_json=probe.kind == "not_json")
+        sent = apply_profile(
+            PROFILES[name], answer, dialect=probe.dialect, request=request, not_json=probe.kind == "not_json"
+        )
         if isinstance(sent, ErrorEpisode):
             plain = isinstance(sent.body, bytes)
             kind = (("content-type", "text/plain" if plain else "application/json"),)
@@ -170,9 +180,20 @@ def test_the_documented_usage_rule_and_the_profiles_own() -> None:
 
 
 def test_the_variations_change_bytes_but_break_no_promise() -> None:
-    tools = {"model": "m", "messages": ASK, "stream": True,
-             "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
-                 "type": "object", "properties": {"location": {"type": "string"}}}}}]}
+    tools = {
+        "model": "m",
+        "messages": ASK,
+        "stream": True,
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
+                },
+            }
+        ],
+    }
     ctx = Context("chat", tools)
     frames = frames_of(answer_episode("chat", tools).steps)
     whole = FAULTS["tool_call_in_one_chunk"].apply(frames, ctx)
@@ -203,8 +224,10 @@ def test_scripted_models_keep_their_script_and_other_models_get_the_answer() -> 
         scripted = client.post(server.url("chat/completions"), json={"model": "m", **ask}).content
         other = client.post(server.url("chat/completions"), json={"model": "other", **ask}).content
         whole = client.post(server.url("chat/completions"), json={"model": "other", "messages": ask["messages"]})
-    texts = ["".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(body) if c["choices"])
-             for body in (scripted, other)]
+    texts = [
+        "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(body) if c["choices"])
+        for body in (scripted, other)
+    ]
     assert texts == ["Hello", "".join(ANSWER_PIECES)]
     assert all(c["choices"][0]["delta"]["role"] == "assistant" for c in chunks(scripted) if c["choices"])
     assert whole.json()["choices"][0]["message"]["content"] == "".join(ANSWER_PIECES)
@@ -234,8 +257,12 @@ def test_the_compatibility_matrix_figure_and_its_text_twin_agree() -> None:
     fig = plot_compatibility_matrix(reports)
     marks = {text.get_gid(): text.get_text() for text in fig.axes[0].texts}
     assert len(marks) == len(CHECK_IDS) * len(PROFILE_NAMES)
-    assert (marks["cell:tools.index:ollama"], marks["cell:chat.finish_null:vllm"], marks["cell:chat.done:openai"],
-            marks["cell:responses.terminal:llamacpp"]) == ("F", "W", "", "-")
+    assert (
+        marks["cell:tools.index:ollama"],
+        marks["cell:chat.finish_null:vllm"],
+        marks["cell:chat.done:openai"],
+        marks["cell:responses.terminal:llamacpp"],
+    ) == ("F", "W", "", "-")
     twin = {line.split()[0]: line.split()[1:] for line in render_matrix(reports).splitlines()[1:-1]}
     for check in CHECK_IDS:
         assert [marks[f"cell:{check}:{n}"] or "." for n in PROFILE_NAMES] == twin[check]
@@ -256,8 +283,9 @@ def test_the_planner_applies_the_profile_to_answers_and_refusals_alike() -> None
     assert post(plain, "/v1/chat/completions", ask).status == 404  # no profile: the model does not exist
     llama = Room({}, options=Options(profile=get_profile("llamacpp")))
     answer = post(llama, "/v1/chat/completions", ask)
-    assert isinstance(answer, Stream) and b'"timings"' in b"".join(a.data for a in answer.actions
-                                                                    if isinstance(a, Write))
+    assert isinstance(answer, Stream) and b'"timings"' in b"".join(
+        a.data for a in answer.actions if isinstance(a, Write)
+    )
     refused = post(llama, "/v1/chat/completions", dict(ask, messages="not a list"))
     assert isinstance(refused, Stream) and refused.actions[0].data.startswith(b"error: ")
     gone = post(llama, "/v1/responses", {"model": "unknown", "input": "hi", "stream": True})
@@ -268,8 +296,11 @@ def test_the_stand_in_refuses_a_prompt_over_its_context_and_a_body_that_is_not_j
     long = [{"role": "user", "content": "word " * 140_000}]
     with StandIn({}, profile="openai") as server, httpx.Client() as client:
         refused = client.post(server.url("chat/completions"), json={"model": "m", "messages": long, "stream": True})
-        garbled = client.post(server.url("chat/completions"), content=b'{"model": "m", "messages": [',
-                              headers={"Content-Type": "application/json"})
+        garbled = client.post(
+            server.url("chat/completions"),
+            content=b'{"model": "m", "messages": [',
+            headers={"Content-Type": "application/json"},
+        )
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded"
     assert garbled.status_code == 400 and "not valid JSON" in garbled.json()["error"]["message"]
 
@@ -277,25 +308,38 @@ def test_the_stand_in_refuses_a_prompt_over_its_context_and_a_body_that_is_not_j
 def test_llama_cpp_pythons_named_call_is_never_safe_to_run_for_our_accumulator() -> None:
     from streamlab.core.accumulate import ChatAccumulator, replay
 
-    request = {"model": "m", "messages": ASK, "stream": True, "tools": [{"type": "function", "function": {
-        "name": "get_weather", "parameters": {"type": "object", "properties": {"location": {"type": "string"}}}}}],
-        "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
-    sent = apply_profile(PROFILES["llama-cpp-python"], answer_episode("chat", request), dialect="chat",
-                         request=request)
+    request = {
+        "model": "m",
+        "messages": ASK,
+        "stream": True,
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
+                },
+            }
+        ],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+    }
+    sent = apply_profile(PROFILES["llama-cpp-python"], answer_episode("chat", request), dialect="chat", request=request)
     acc = replay([sent.payload], ChatAccumulator()).accumulator
     call = acc.tool_calls[(0, 0)]
     assert call.name_repeated == "get_weather" and call.name.startswith("get_weatherget_weather")
     assert "do not run it" in acc.tool_call_problem(0, 0)
     required = dict(request, tool_choice="required")
-    text = apply_profile(PROFILES["llama-cpp-python"], answer_episode("chat", required), dialect="chat",
-                         request=required)
+    text = apply_profile(
+        PROFILES["llama-cpp-python"], answer_episode("chat", required), dialect="chat", request=required
+    )
     assert not replay([text.payload], ChatAccumulator()).accumulator.tool_calls  # "required" ignored: text
 
 
 def test_the_llama_server_profile_plays_its_responses_quirks_and_its_plain_chat() -> None:
     request = {"model": "m", "input": "hi", "stream": True, "max_output_tokens": 40}
-    sent = apply_profile(PROFILES["llama-server"], answer_episode("responses", request), dialect="responses",
-                         request=request)
+    sent = apply_profile(
+        PROFILES["llama-server"], answer_episode("responses", request), dialect="responses", request=request
+    )
     events = chunks(sent.payload)
     assert not any(k in e for e in events for k in ("sequence_number", "output_index", "content_index"))
     assert events[-1]["type"] == "response.completed" and events[-1]["response"]["usage"]["output_tokens"] == 40

@@ -1,12 +1,15 @@
-"""Checkpoint quizzes: the data is sound, answers grade as written, the widget reacts, the text twin is stable.
+"""Checkpoint quizzes: the data is sound, every answer key grades right, the widget reacts, no answer shows unasked.
 
 The quiz files are data written by hand; these tests are what keeps them honest: exactly one right answer,
 an explanation and a section for every question, numbers that parse, "which bytes" answers proven by the
-parser, section titles that exist in the lab, and the jupyterquiz format kept.
+parser, section titles that exist in the lab, and the jupyterquiz format kept. The labs save the quiz's
+output without its answers (strict nbval compares that output), so the answer keys are proven here instead:
+each one through the quiz's own grading code and through the widget a learner clicks.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -15,13 +18,17 @@ import pytest
 
 from streamlab.core.harness.fixtures import data_dir
 from streamlab.core.harness.fuzz import visible_bytes
-from streamlab.tools.quiz import (
-    available_quizzes,
+from streamlab.tools.quiz import available_quizzes, check_wire, load_quiz, parse_quiz
+from streamlab.tools.quizview import (
+    answers_html,
     build_quiz,
-    check_wire,
-    load_quiz,
-    parse_quiz,
+    giveaways,
+    html_of,
+    quiz_answers,
+    quiz_html,
     quiz_text,
+    shows,
+    text_of,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,8 +54,8 @@ def _headings(notebook: Path) -> set[str]:
 # --- the data --------------------------------------------------------------------------------------
 
 
-def test_every_lab_from_01_to_10_has_a_quiz() -> None:
-    assert LABS == [f"{n:02d}" for n in range(1, 11)]
+def test_every_lab_from_01_to_11_has_a_quiz() -> None:
+    assert LABS == [f"{n:02d}" for n in range(1, 12)]
 
 
 @pytest.mark.parametrize("lab", LABS)
@@ -162,8 +169,10 @@ def test_section_titles_are_headings_of_the_lab(lab: str) -> None:
         pytest.skip(f"lab {lab} has no notebook yet; its quiz names the sections it is expected to have")
     headings = _headings(notebooks[0])
     missing = sorted({q.section.title for q in load_quiz(lab).questions} - headings)
-    assert not missing, (f"data/quiz/{lab}.json names sections that {notebooks[0].name} does not have: "
-                         f"{missing}; align the quiz's section titles with the lab's headings")
+    assert not missing, (
+        f"data/quiz/{lab}.json names sections that {notebooks[0].name} does not have: "
+        f"{missing}; align the quiz's section titles with the lab's headings"
+    )
 
 
 REQUIRED = [  # the issue's list: each topic is asked in the lab that teaches it
@@ -190,8 +199,10 @@ def _question(**changes: object) -> dict:
         "id": "99-1",
         "type": "multiple_choice",
         "question": "Which?",
-        "answers": [{"answer": "this", "correct": True, "feedback": "yes"},
-                    {"answer": "that", "correct": False, "feedback": "no"}],
+        "answers": [
+            {"answer": "this", "correct": True, "feedback": "yes"},
+            {"answer": "that", "correct": False, "feedback": "no"},
+        ],
         "explain": "Because.",
         "section": {"lab": "99", "title": "1. Somewhere"},
     }
@@ -199,22 +210,48 @@ def _question(**changes: object) -> dict:
     return base
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"type": "many_choice"}, "exactly one right answer"),
-    ({"answers": [{"answer": "a", "correct": True, "feedback": "x"}, {"answer": "b", "correct": True,
-                                                                      "feedback": "y"}]}, "2 marked correct"),
-    ({"explain": ""}, "'explain'"),
-    ({"section": "lab 1"}, "'section'"),
-    ({"answers": [{"answer": "a", "correct": True, "feedback": ""}, {"answer": "b", "correct": False,
-                                                                     "feedback": "y"}]}, "'feedback'"),
-    ({"type": "numeric", "answers": [{"type": "value", "value": 3, "correct": True, "feedback": "y"},
-                                     {"type": "range", "range": [2, 4], "correct": True, "feedback": "y"},
-                                     {"type": "value", "value": 2.5, "correct": False, "feedback": "n"}]},
-     "inside the accepted range"),
-    ({"type": "numeric", "answers": [{"type": "value", "value": "3", "correct": True, "feedback": "y"}]},
-     "must be a number"),
-    ({"wire": {"bytes": "data: a\n\n", "events": [["message"]], "mid_event": False}}, "[event type, data]"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"type": "many_choice"}, "exactly one right answer"),
+        (
+            {
+                "answers": [
+                    {"answer": "a", "correct": True, "feedback": "x"},
+                    {"answer": "b", "correct": True, "feedback": "y"},
+                ]
+            },
+            "2 marked correct",
+        ),
+        ({"explain": ""}, "'explain'"),
+        ({"section": "lab 1"}, "'section'"),
+        (
+            {
+                "answers": [
+                    {"answer": "a", "correct": True, "feedback": ""},
+                    {"answer": "b", "correct": False, "feedback": "y"},
+                ]
+            },
+            "'feedback'",
+        ),
+        (
+            {
+                "type": "numeric",
+                "answers": [
+                    {"type": "value", "value": 3, "correct": True, "feedback": "y"},
+                    {"type": "range", "range": [2, 4], "correct": True, "feedback": "y"},
+                    {"type": "value", "value": 2.5, "correct": False, "feedback": "n"},
+                ],
+            },
+            "inside the accepted range",
+        ),
+        (
+            {"type": "numeric", "answers": [{"type": "value", "value": "3", "correct": True, "feedback": "y"}]},
+            "must be a number",
+        ),
+        ({"wire": {"bytes": "data: a\n\n", "events": [["message"]], "mid_event": False}}, "[event type, data]"),
+    ],
+)
 def test_bad_questions_are_refused_with_the_question_named(changes: dict, message: str) -> None:
     with pytest.raises(ValueError) as info:
         parse_quiz([_question(**changes)], lab="99", source="test.json")
@@ -241,8 +278,8 @@ def test_a_wrong_which_bytes_expectation_is_caught() -> None:
 
 @pytest.mark.parametrize("lab", LABS)
 def test_the_text_twin_is_deterministic_and_complete(lab: str) -> None:
-    text = quiz_text(lab)
-    assert text == quiz_text(int(lab)) == quiz_text(lab)
+    text = quiz_text(lab, answers=True)
+    assert text == quiz_text(int(lab), answers=True) == quiz_text(lab, answers=True)
     quiz = load_quiz(lab)
     flat = " ".join(text.split())
     for question in quiz.questions:
@@ -252,16 +289,125 @@ def test_the_text_twin_is_deterministic_and_complete(lab: str) -> None:
     assert all(len(line) <= 110 or line.startswith("       ") for line in text.splitlines())
 
 
-def test_the_text_twin_can_hide_the_answers() -> None:
-    text = quiz_text("01", answers=False)
+def test_the_text_twin_hides_the_answers_unless_asked() -> None:
+    text = quiz_text("01")
     assert "Answer:" not in text and "Why:" not in text
     assert "data: a\\r\\n\\r" in text  # the raw bytes are shown, CR and LF spelled out
+    assert quiz_text("01", answers=False) == text
 
 
 def test_the_text_twin_shows_numeric_answers_and_tolerance() -> None:
-    text = quiz_text("04")
+    text = quiz_text("04", answers=True)
     assert "Answer: 10.8 (accepted: 10.79 up to 10.81)" in text
     assert "Answer: 7.4 (accepted: 7.35 up to 7.45)" in text
+
+
+def test_quiz_answers_prints_the_answer_key(capsys: pytest.CaptureFixture[str]) -> None:
+    quiz_answers("03")
+    assert capsys.readouterr().out == quiz_text("03", answers=True) + "\n"
+
+
+# --- every answer key, graded by the quiz's own code --------------------------------------------------
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_answer_key_grades_right_and_every_other_answer_wrong(lab: str) -> None:
+    for question in load_quiz(lab).questions:
+        if question.kind == "multiple_choice":
+            verdicts = [question.grade_choice(i) for i in range(len(question.choices))]
+            assert [v.correct for v in verdicts] == [i == question.right_choice for i in range(len(verdicts))]
+            assert question.answer_line().startswith("abcdefghij"[question.right_choice] + ") ")
+        else:
+            typed = question.answer_line().split(" ")[0]  # the number the answer key prints
+            assert question.grade_number(typed).correct, question.id
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_answer_key_clicked_into_the_widget_scores_every_question(lab: str) -> None:
+    view = build_quiz(lab)
+    for k, question in enumerate(view.quiz.questions):
+        if question.kind == "multiple_choice":
+            view.buttons[k][question.right_choice].click()
+        else:
+            view.entries[k].value = question.answer_line().split(" ")[0]
+            view.checks[k].click()
+        assert view.feedback[k].value.startswith("<b>Right.</b>"), question.id
+    assert f"Answered right so far: {len(view.quiz.questions)} of {len(view.quiz.questions)}" in view.score.value
+
+
+# --- no answer before the learner asks --------------------------------------------------------------
+
+
+def _answers_in(lab: str, shown: str) -> list[str]:
+    return giveaways(load_quiz(lab), shown)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_quiz_output_shows_questions_and_no_answer(lab: str) -> None:
+    view = build_quiz(lab)
+    bundle = view._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html", "application/vnd.jupyter.widget-view+json"}
+    assert bundle["text/html"] == quiz_html(lab) == html_of(view.quiz)
+    assert bundle["text/plain"].startswith(text_of(view.quiz) + "\n\n")
+    assert "VBox(" not in bundle["text/plain"]
+    for form in ("text/plain", "text/html"):
+        assert _answers_in(lab, bundle[form]) == [], form
+        assert all(shows(bundle[form], q.text) for q in view.quiz.questions), form
+        assert f'quiz_answers("{lab}")' in html.unescape(bundle[form]), form
+    assert all(f.value == "" for f in view.feedback) and view.answers.value == ""
+
+
+def test_the_answer_check_sees_answers_when_they_are_there() -> None:
+    """The check above is not blind: the instructor's text and the revealed answers do give them away."""
+    assert len(_answers_in("03", quiz_text("03", answers=True))) >= 8
+    assert len(_answers_in("03", answers_html(load_quiz("03")))) >= 8
+
+
+def test_show_all_answers_shows_them_and_hides_them_again() -> None:
+    view = build_quiz("05")
+    assert view.answers.value == "" and view.reveal.description == "Show all answers"
+    view.reveal.click()
+    assert view.answers.value == answers_html(view.quiz) and view.reveal.description == "Hide the answers"
+    assert view.answers.value.count("Answer: ") == len(view.quiz.questions)
+    view.reveal.click()
+    assert view.answers.value == "" and view.reveal.description == "Show all answers"
+
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _src(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _outputs_text(cell: dict) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        parts.append("".join(out.get("text", "")))
+        for mime in ("text/plain", "text/html"):
+            value = out.get("data", {}).get(mime, "")
+            parts.append("".join(value) if isinstance(value, list) else value)
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_no_committed_lab_shows_a_quiz_answer(path: Path) -> None:
+    lab = path.name[:2]
+    cells = _cells(path)
+    shown = "\n".join(_outputs_text(c) for c in cells if c["cell_type"] == "code")
+    assert _answers_in(lab, shown) == []
+    calls = [_src(c) for c in cells if c["cell_type"] == "code"]
+    assert not any("quiz_answers(" in s or "answers=True" in s for s in calls), "a lab must not print its answers"
+    quiz_cells = [c for c in cells if c["cell_type"] == "code" and re.search(r"(?<![\w.])quiz\(", _src(c))]
+    assert len(quiz_cells) == 1, "one quiz cell per lab"
+    cell = quiz_cells[0]
+    assert "NBVAL_IGNORE_OUTPUT" not in _src(cell), "nbval compares the quiz's answer-free output"
+    saved = [o for o in cell["outputs"] if "text/html" in o.get("data", {})]
+    assert len(saved) == 1 and "".join(saved[0]["data"]["text/html"]) == quiz_html(lab)
 
 
 # --- the widget ------------------------------------------------------------------------------------
@@ -301,8 +447,13 @@ def test_a_numeric_question_is_checked_from_its_box() -> None:
 def test_the_widget_has_a_part_for_every_question_and_shows_code() -> None:
     view = build_quiz("07")
     assert len(view.feedback) == len(view.quiz.questions) == len(view.buttons)
-    html = " ".join(child.value for box in view.widget.children[1:-1] for child in box.children
-                    if hasattr(child, "value") and isinstance(child.value, str))
+    assert view.widget.children[-1] is view.answers_box and view.widget.children[-2] is view.score
+    html = " ".join(
+        child.value
+        for box in view.widget.children[1:-2]
+        for child in box.children
+        if hasattr(child, "value") and isinstance(child.value, str)
+    )
     assert "data: x\\r: ka\\n\\ndata: y\\n\\n" in html
     assert type(view.widget).__name__ == "VBox"
 
@@ -314,10 +465,37 @@ def test_the_cli_prints_a_quiz_and_lists_them(capsys: pytest.CaptureFixture[str]
     from streamlab.tools.cli.main import main
 
     assert main(["quiz", "3"]) == 0
-    assert capsys.readouterr().out == quiz_text("03") + "\n"
+    assert capsys.readouterr().out == quiz_text("03") + "\n\n(the answers: streamlab quiz 3 --answers)\n"
+    assert main(["quiz", "03", "--answers"]) == 0
+    assert capsys.readouterr().out == quiz_text("03", answers=True) + "\n"
     assert main(["quiz", "03", "--no-answers"]) == 0
     assert "Answer:" not in capsys.readouterr().out
     assert main(["quiz", "--list"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == f"lab 01: {len(load_quiz('01').questions)} questions"
     assert main(["quiz", "42"]) == 2
     assert "no quiz for lab 42" in capsys.readouterr().err
+
+
+def test_the_cli_stops_quietly_when_its_reader_goes_away() -> None:
+    """`streamlab quiz 03 --answers | head`: the reader closes the pipe; no BrokenPipeError traceback. The read end
+    is closed before the command starts, so its very first write meets a closed pipe, every run."""
+    import os
+    import subprocess
+    import sys
+
+    from streamlab.tools.cli.main import READER_GONE
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "streamlab", "quiz", "03", "--answers"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr == b"", done.stderr.decode()
+    assert done.returncode == READER_GONE

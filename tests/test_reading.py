@@ -114,7 +114,7 @@ def test_every_abnormal_ending_has_one_error_class() -> None:
 def _peak(n_events: int, keep: str) -> int:
     """Peak traced memory while reading `n_events` events in 64 KiB chunks, the caller dropping each event."""
     block = b'data: {"i": 123456}\n\n' * 1000  # built before tracing starts: the "network" owns it
-    chunks = [memoryview(block)[i:i + 65536] for i in range(0, len(block), 65536)]
+    chunks = [memoryview(block)[i : i + 65536] for i in range(0, len(block), 65536)]
     tracemalloc.start()
     try:
         r = reading(keep=keep)

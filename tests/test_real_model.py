@@ -25,8 +25,12 @@ from streamlab.net.model import ModelServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = [pytest.mark.model, pytest.mark.net, pytest.mark.slow,
-              pytest.mark.skipif(not model.model_available(), reason=model.missing_message() or "")]
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.net,
+    pytest.mark.slow,
+    pytest.mark.skipif(not model.model_available(), reason=model.missing_message() or ""),
+]
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +56,23 @@ def test_check_reports_exactly_the_profiles_quirks_on_the_real_server(served: Mo
 
 @pytest.mark.timeout(900)
 def test_the_cli_check_against_the_real_server_exits_1_with_json(served: ModelServer) -> None:
-    out = subprocess.run([sys.executable, "-m", "streamlab", "check", served.base_url, "--model", served.model,
-                          "--dialect", "both", "--json"], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamlab",
+            "check",
+            served.base_url,
+            "--model",
+            served.model,
+            "--dialect",
+            "both",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 1, out.stderr
     assert '"verdict": "fail"' in out.stdout and '"tools.name"' in out.stdout
 
@@ -71,8 +90,9 @@ def test_lab_11_runs_live_top_to_bottom() -> None:
     env_before = os.environ.get("STREAMLAB_LIVE")
     os.environ["STREAMLAB_LIVE"] = "1"  # the kernel inherits this process's environment
     try:
-        client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                                resources={"metadata": {"path": str(LAB.parent)}})
+        client = NotebookClient(
+            nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(LAB.parent)}}
+        )
         client.execute()
     finally:
         if env_before is None:
@@ -82,6 +102,5 @@ def test_lab_11_runs_live_top_to_bottom() -> None:
     code = [c for c in nb.cells if c.cell_type == "code"]
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors[0].get("ename") if errors else ""
-    printed = "".join(o.get("text", "") for c in code for o in c.get("outputs", [])
-                      if o.get("output_type") == "stream")
+    printed = "".join(o.get("text", "") for c in code for o in c.get("outputs", []) if o.get("output_type") == "stream")
     assert "live" in printed.lower(), "the lab does not say it ran live"

@@ -42,13 +42,16 @@ RESP_TEXT = "Hello w\u00f6rld"
 
 # An upstream with every framing a keep-alive could break: CRLF and CR line ends, multi-line data, event and id
 # lines, comments, an event whose blank line comes in a later chunk.
-TRICKY = (b"event: first\r\nid: 1\r\ndata: line one\r\ndata: line two\r\n\r\n"
-          b": a comment\rdata: cr only\r\rdata: lf\n\nretry: 1500\nevent: x\ndata: {\"k\": \"\xc3\xb6\"}\n\n"
-          b"data: a\r\ndata: b\r\n\r\n")
+TRICKY = (
+    b"event: first\r\nid: 1\r\ndata: line one\r\ndata: line two\r\n\r\n"
+    b': a comment\rdata: cr only\r\rdata: lf\n\nretry: 1500\nevent: x\ndata: {"k": "\xc3\xb6"}\n\n'
+    b"data: a\r\ndata: b\r\n\r\n"
+)
 
 
-def relayed(chunks: list[bytes], *, beat_after_each: bool = True, dialect: str = "chat",
-            beat_first: bool = False) -> tuple[bytes, RelayedStream]:
+def relayed(
+    chunks: list[bytes], *, beat_after_each: bool = True, dialect: str = "chat", beat_first: bool = False
+) -> tuple[bytes, RelayedStream]:
     """Run chunks through a RelayedStream, asking for a keep-alive before and after each; the downstream bytes."""
     rs = RelayedStream(dialect=dialect, model="m")
     out = bytearray(rs.keepalive(0.0) if beat_first else b"")
@@ -118,12 +121,12 @@ def test_every_cut_offset_ends_with_a_marker_after_every_event_received(dialect,
     terminal = len(whole)  # the terminal event ([DONE], response.completed) ends the stream
     for k in range(len(whole) + 1):
         rs = RelayedStream(dialect=dialect)
-        down = rs.upstream(whole[:k // 2], 0.0) + rs.upstream(whole[k // 2:k], 1.0)
+        down = rs.upstream(whole[: k // 2], 0.0) + rs.upstream(whole[k // 2 : k], 1.0)
         down += rs.upstream_ended(ending, 2.0)
         events, truncated = parse(down)
         received, _ = parse(whole[:k])
         assert not truncated, k  # the body ends on an event boundary
-        assert events[:len(received)] == received, k  # nothing the upstream sent is lost or changed
+        assert events[: len(received)] == received, k  # nothing the upstream sent is lost or changed
         if k >= terminal:
             assert events == received and not rs.marked, k
             continue
@@ -143,8 +146,10 @@ def test_an_error_the_sdk_raises_on_gets_no_second_marker_but_a_responses_error_
     final = rs.upstream_ended(Ending.COMPLETE, 1.0)
     (event,), _ = parse(final)
     assert event.event == "error" and raises_in_sdk(event) and rs.outcome is Outcome.FAILED
-    assert json.loads(event.data)["sequence_number"] == json.loads(parse(b"".join(resp))[0][-1].data)[
-        "sequence_number"] + 1
+    assert (
+        json.loads(event.data)["sequence_number"]
+        == json.loads(parse(b"".join(resp))[0][-1].data)["sequence_number"] + 1
+    )
 
 
 def test_marker_shapes():
@@ -164,7 +169,7 @@ def test_summary_from_bytes_and_timestamps():
         rs.upstream(frame, 10.5 + i)
     assert rs.upstream_ended(Ending.COMPLETE, 20.0) == b""
     s = rs.summary()
-    assert list(s)[:len(SUMMARY_FIELDS)] == list(SUMMARY_FIELDS)
+    assert list(s)[: len(SUMMARY_FIELDS)] == list(SUMMARY_FIELDS)
     assert (s["outcome"], s["text_chars"], s["ttft_s"], s["total_s"]) == ("complete", 4, 1.5, 10.0)
     assert s["usage"]["completion_tokens"] == 2 and s["marked"] is False
 
@@ -219,10 +224,22 @@ def build_script() -> dict[str, Episode]:
         "resp-ok": Episode(paced(RESP, gap=0.002)),
         "chat-error-after-200": Episode([Send(f) for f in shapes.chat_error_stream(["Hel"])]),
         "resp-error-after-200": Episode([Send(f) for f in shapes.responses_error_stream(["Hel"])]),
-        "halves": Episode([Send(CHAT[0]), Send(CHAT[1][:30]), Wait(1.0), Send(CHAT[1][30:])]
-                          + [Send(f) for f in CHAT[2:]]),
-        "stalls": Episode([Send(CHAT[0]), Wait(0.5), Send(CHAT[1][:30]), Wait(0.5), Send(CHAT[1][30:-1]), Wait(0.5),
-                           Send(CHAT[1][-1:]), KeepAlive()] + [Send(f) for f in CHAT[2:]]),
+        "halves": Episode(
+            [Send(CHAT[0]), Send(CHAT[1][:30]), Wait(1.0), Send(CHAT[1][30:])] + [Send(f) for f in CHAT[2:]]
+        ),
+        "stalls": Episode(
+            [
+                Send(CHAT[0]),
+                Wait(0.5),
+                Send(CHAT[1][:30]),
+                Wait(0.5),
+                Send(CHAT[1][30:-1]),
+                Wait(0.5),
+                Send(CHAT[1][-1:]),
+                KeepAlive(),
+            ]
+            + [Send(f) for f in CHAT[2:]]
+        ),
         "hang": Episode([Send(CHAT[0]), Stall()]),
         "busy": error_episode(429, "slow down", type="rate_limit_exceeded", retry_after_ms=200),
         "stored": Episode(_sends_of(RESP), store_as="resp_relayed"),
@@ -265,8 +282,9 @@ def sdk_run(client: openai.OpenAI, dialect: str, model: str) -> str:
     """The text the SDK returns for a stream (raises whatever the SDK raises)."""
     text = []
     if dialect == "chat":
-        for chunk in client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}],
-                                                    stream=True):
+        for chunk in client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], stream=True
+        ):
             text += [c.delta.content or "" for c in chunk.choices]
     else:
         for event in client.responses.create(model=model, input="hi", stream=True):
@@ -275,8 +293,9 @@ def sdk_run(client: openai.OpenAI, dialect: str, model: str) -> str:
 
 
 @net
-@pytest.mark.parametrize("dialect,model,expected",
-                         [("chat", "chat-ok", CHAT_TEXT), ("responses", "resp-ok", RESP_TEXT)])
+@pytest.mark.parametrize(
+    "dialect,model,expected", [("chat", "chat-ok", CHAT_TEXT), ("responses", "resp-ok", RESP_TEXT)]
+)
 def test_the_sdk_through_the_relay_gets_identical_text_and_a_summary(relay, dialect, model, expected):
     assert sdk_run(sdk(relay), dialect, model) == expected
     s = summary_for(relay, model)
@@ -363,8 +382,9 @@ def test_a_client_that_leaves_closes_the_upstream(relay, standin):
 
 @net
 def test_a_background_response_streams_through_the_get_route(relay):
-    with httpx.stream("GET", f"{relay.base_url}/responses/resp_relayed", params={"stream": "true",
-                                                                               "starting_after": "3"}) as r:
+    with httpx.stream(
+        "GET", f"{relay.base_url}/responses/resp_relayed", params={"stream": "true", "starting_after": "3"}
+    ) as r:
         body = r.read()
     assert [e.data for e in parse(body)[0]] == [e.data for e in parse(b"".join(RESP[4:]))[0]]
     s = summary_for(relay, None, route="GET /v1/responses/resp_relayed")
@@ -417,8 +437,23 @@ def test_stopping_the_relay_mid_stream_ends_it_marked_and_leaves_nothing_behind(
 
 @net
 def test_the_cli_prints_its_url_then_one_summary_line_per_stream(standin):
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "relay", "--upstream", standin.base_url, "--port", "0",
-                             "--keepalive", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlab",
+            "relay",
+            "--upstream",
+            standin.base_url,
+            "--port",
+            "0",
+            "--keepalive",
+            "0.2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = proc.stdout.readline().split()[-1]
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
@@ -460,13 +495,17 @@ def chaos_standin():
 @pytest.mark.parametrize("direction", ["down", "up", "both"])
 @pytest.mark.parametrize("fault", sorted(CHAOS_FAULTS))
 def test_the_sdk_through_the_relay_and_the_chaos_proxy_never_mistakes_a_fault_for_an_answer(
-        chaos_standin, fault, direction, no_leaked_threads):
+    chaos_standin, fault, direction, no_leaked_threads
+):
     from streamlab.net.chaos.proxy import ChaosProxy
 
     terminal = fault in ("cut", "reset", "stall")
-    with ChaosProxy(("127.0.0.1", chaos_standin.port), direction=direction, seed=5,
-                    **chaos_options(fault, direction)) as proxy, \
-            Relay(proxy.url("/v1"), keepalive=0.1, read_timeout=1.0) as r:
+    with (
+        ChaosProxy(
+            ("127.0.0.1", chaos_standin.port), direction=direction, seed=5, **chaos_options(fault, direction)
+        ) as proxy,
+        Relay(proxy.url("/v1"), keepalive=0.1, read_timeout=1.0) as r,
+    ):
         if terminal:
             with pytest.raises((openai.APIError, ValueError)):
                 sdk_run(sdk(r), "chat", "chat-ok")

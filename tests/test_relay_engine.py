@@ -64,14 +64,32 @@ def test_pacing_refuses_non_positive_intervals(bad: dict) -> None:
 # -- is_event_stream: one rule for every reader ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", ["text/event-stream", "Text/Event-Stream", "text/event-stream; charset=utf-8",
-                                   " TEXT/EVENT-STREAM ;charset=UTF-8", "text/event-stream\t"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "text/event-stream",
+        "Text/Event-Stream",
+        "text/event-stream; charset=utf-8",
+        " TEXT/EVENT-STREAM ;charset=UTF-8",
+        "text/event-stream\t",
+    ],
+)
 def test_event_stream_media_types(value: str) -> None:
     assert is_event_stream(value)
 
 
-@pytest.mark.parametrize("value", [None, "", "application/json", "text/event-streams", "text/event-stream-x",
-                                   "text/plain; text/event-stream", "text/event\u017fstream"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "application/json",
+        "text/event-streams",
+        "text/event-stream-x",
+        "text/plain; text/event-stream",
+        "text/event\u017fstream",
+    ],
+)
 def test_not_event_stream_media_types(value: str | None) -> None:
     assert not is_event_stream(value)
 
@@ -105,8 +123,13 @@ def test_reader_hands_out_chunks_then_the_end_and_holds_back_when_the_caller_is_
         await reader.close()
         return got
 
-    assert asyncio.run(run()) == [(Read.CHUNK, b"a"), (Read.CHUNK, b"b"), (Read.CHUNK, b"c"), (Read.CHUNK, b"d"),
-                                  (Read.END, b"")]
+    assert asyncio.run(run()) == [
+        (Read.CHUNK, b"a"),
+        (Read.CHUNK, b"b"),
+        (Read.CHUNK, b"c"),
+        (Read.CHUNK, b"d"),
+        (Read.END, b""),
+    ]
 
 
 def test_reader_says_idle_gone_and_stop() -> None:

@@ -60,7 +60,9 @@ net = pytest.mark.net  # the tests below the verdicts open sockets (see tests/co
 
 def test_identical_events_pass_and_a_changed_event_is_named():
     assert grade_identical(WHOLE, WHOLE.replace(b"\n\ndata", b"\n\n: keep-alive\n\ndata", 1)) == (
-        True, "7 events identical, 1 comment line(s) added")
+        True,
+        "7 events identical, 1 comment line(s) added",
+    )
     ok, evidence = grade_identical(WHOLE, WHOLE.replace(b"Hel", b"Hal"))
     assert not ok and evidence.startswith("event 2 differs")
 
@@ -85,16 +87,39 @@ def test_the_sdk_must_raise_on_a_death_and_return_everything_otherwise():
 
 
 def test_summaries_are_counted_and_matched_by_model():
-    streams = [StreamExpectation("a", Outcome.COMPLETE, 5), StreamExpectation("b", Outcome.CANCELLED),
-               StreamExpectation("c", required=False)]
+    streams = [
+        StreamExpectation("a", Outcome.COMPLETE, 5),
+        StreamExpectation("b", Outcome.CANCELLED),
+        StreamExpectation("c", required=False),
+    ]
     line = {"ttft_s": 0.1, "total_s": 0.2, "usage": None}
-    good = [{"model": "a", "outcome": "complete", "text_chars": 5, **line},
-            {"model": "b", "outcome": "cancelled", "text_chars": 2, **line}]
+    good = [
+        {"model": "a", "outcome": "complete", "text_chars": 5, **line},
+        {"model": "b", "outcome": "cancelled", "text_chars": 2, **line},
+    ]
     assert grade_summaries(good, streams)[0]
     assert not grade_summaries(good[:1], streams)[0]
     ok, evidence = grade_summaries([good[0], {**good[1], "outcome": "truncated"}], streams)
     assert not ok and "cancelled" in evidence
     assert not grade_summaries(None, streams)[0]
+
+
+def test_a_summary_verdict_names_the_stream_in_words_and_gives_the_model_to_find_it():
+    streams = [
+        StreamExpectation("check-x", Outcome.COMPLETE, about="the stream whose client hangs up early"),
+        StreamExpectation("plain", Outcome.COMPLETE),
+    ]
+    ok, evidence = grade_summaries([], streams)
+    assert not ok
+    assert "the stream whose client hangs up early (model check-x): 0 summary line(s) for 1 stream(s)" in evidence
+    assert "plain: 0 summary line(s)" in evidence  # no words given: the model is all there is
+
+
+def test_every_scripted_upstream_has_words_for_its_verdicts():
+    from streamlab.net.relaycheck.probe import ABOUT, CheckOptions, build_script
+
+    assert set(build_script(CheckOptions())) == set(ABOUT)
+    assert all(about.startswith("the ") and "check-" not in about for about in ABOUT.values())
 
 
 def test_the_report_holds_a_requirement_only_when_every_check_of_it_passed():
@@ -109,8 +134,9 @@ def test_the_report_holds_a_requirement_only_when_every_check_of_it_passed():
 
 def test_fuzz_plans_are_seeded_and_aim_inside_characters():
     inner = {"chat": [raw_offset(CHAT, 100, p) for p in utf8_inner_offsets(WHOLE)], "responses": [500]}
-    args = dict(down_total={"chat": 900, "responses": 1500}, up_total={"chat": 300, "responses": 300},
-                utf8_offsets=inner)
+    args = dict(
+        down_total={"chat": 900, "responses": 1500}, up_total={"chat": 300, "responses": 300}, utf8_offsets=inner
+    )
     plan = plan_fuzz(7, 40, **args)
     assert plan == plan_fuzz(7, 40, **args) and plan != plan_fuzz(8, 40, **args)
     assert {p.direction for p in plan} == {"down", "up", "both"} and {p.action for p in plan} == {"cut", "reset"}
@@ -144,11 +170,16 @@ def learner_relay(upstream: str, sink: list[dict[str, Any]], *, flaw: str = "") 
 
     async def handle(request: Request) -> Response:
         body = await request.body()
-        rs = RelayedStream(dialect=dialect_of(request.url.path), model=json.loads(body).get("model"),
-                           started=time.perf_counter())
+        rs = RelayedStream(
+            dialect=dialect_of(request.url.path), model=json.loads(body).get("model"), started=time.perf_counter()
+        )
         client: httpx.AsyncClient = state["client"]
-        req = client.build_request("POST", upstream + request.url.path[len("/v1"):], content=body,
-                                   headers={"content-type": "application/json"})
+        req = client.build_request(
+            "POST",
+            upstream + request.url.path[len("/v1") :],
+            content=body,
+            headers={"content-type": "application/json"},
+        )
         upstream_response = await client.send(req, stream=True)
         if upstream_response.status_code != 200:
             await upstream_response.aread()
@@ -172,8 +203,9 @@ def learner_relay(upstream: str, sink: list[dict[str, Any]], *, flaw: str = "") 
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-async def _pump(rs: RelayedStream, queue: asyncio.Queue[Any], reader: asyncio.Future[None],
-                sink: list[dict[str, Any]], flaw: str) -> Any:
+async def _pump(
+    rs: RelayedStream, queue: asyncio.Queue[Any], reader: asyncio.Future[None], sink: list[dict[str, Any]], flaw: str
+) -> Any:
     held, last = bytearray(), time.perf_counter()
     try:
         while True:
@@ -221,23 +253,34 @@ def running(app_for: Any, upstream: str) -> Iterator[Any]:
 def check(factory: Any, requirements: tuple[int, ...], **options: Any) -> RelayReport:
     """Run the checker with the tests' intervals. Its time bounds are loosened (a loaded machine must not fail
     the reference relay); every flaw below fails on facts that do not depend on speed."""
-    return check_relay(factory, requirements=requirements, keepalive=KEEPALIVE, read_timeout=READ_TIMEOUT,
-                       **{"fuzz_runs": 0, "ttft_bound": 1.0, "disconnect_bound": 2.0, **options})
+    return check_relay(
+        factory,
+        requirements=requirements,
+        keepalive=KEEPALIVE,
+        read_timeout=READ_TIMEOUT,
+        **{"fuzz_runs": 0, "ttft_bound": 1.0, "disconnect_bound": 2.0, **options},
+    )
 
 
 @net
-@pytest.mark.parametrize("flaw,broken,kept,failing", [
-    ("buffers", 1, 5, "bytes leave before their event is complete"),
-    ("ignores-disconnects", 2, 5, "client leaves mid-stream (chat)"),
-    ("no-keepalives", 3, 5, "keep-alives: stall between events (chat)"),
-    ("naive-keepalives", 3, 5, "keep-alives: stall inside a line (chat)"),
-    ("silent-death", 4, 5, "cut between events (chat)"),
-    ("no-summary", 5, 2, "one JSON summary line per stream"),
-    ("summary-after-loop", 5, 2, "summary line when the client hangs up at [DONE]"),
-])
+@pytest.mark.parametrize(
+    "flaw,broken,kept,failing",
+    [
+        ("buffers", 1, 5, "bytes leave before their event is complete"),
+        ("ignores-disconnects", 2, 5, "client leaves mid-stream (chat)"),
+        ("no-keepalives", 3, 5, "keep-alives: stall between events (chat)"),
+        ("naive-keepalives", 3, 5, "keep-alives: stall inside a line (chat)"),
+        ("silent-death", 4, 5, "cut between events (chat)"),
+        ("no-summary", 5, 2, "one JSON summary line per stream"),
+        ("summary-after-loop", 5, 2, "summary line when the client hangs up at [DONE]"),
+    ],
+)
 def test_a_broken_relay_fails_on_the_requirement_it_breaks(flaw, broken, kept, failing, no_leaked_threads):
-    report = check(lambda up: running(lambda u, s: learner_relay(u, s, flaw=flaw), up), (broken, kept),
-                   fuzz_runs=4 if broken == 4 else 0)
+    report = check(
+        lambda up: running(lambda u, s: learner_relay(u, s, flaw=flaw), up),
+        (broken, kept),
+        fuzz_runs=4 if broken == 4 else 0,
+    )
     assert report.holds(broken) is False, report.render()
     assert report.holds(kept) is True, report.render()
     assert failing in {r.name for r in report.failures}, report.render()
@@ -262,8 +305,13 @@ def test_the_learner_relay_without_a_flaw_keeps_what_the_flaws_break(no_leaked_t
 @pytest.mark.slow
 def test_the_reference_relay_passes_every_check_and_the_fuzz(no_leaked_threads):
     lines: list[str] = []
-    report = check(lambda up: Relay(up, keepalive=KEEPALIVE, read_timeout=READ_TIMEOUT), (1, 2, 3, 4, 5),
-                   fuzz_runs=8, seed=3, log=lines.append)
+    report = check(
+        lambda up: Relay(up, keepalive=KEEPALIVE, read_timeout=READ_TIMEOUT),
+        (1, 2, 3, 4, 5),
+        fuzz_runs=8,
+        seed=3,
+        log=lines.append,
+    )
     assert report.ok, report.render()
     assert {o.value for o in report.outcomes()} == {"complete", "incomplete", "failed", "truncated", "cancelled"}
     assert len(lines) == len(report.results)
@@ -271,11 +319,29 @@ def test_the_reference_relay_passes_every_check_and_the_fuzz(no_leaked_threads):
 
 @net
 def test_the_cli_starts_a_relay_command_and_grades_it():
-    cmd = (f"{sys.executable} -m streamlab relay --upstream {{upstream}} --port {{port}} --keepalive {{keepalive}} "
-           "--read-timeout {read_timeout}")
-    proc = subprocess.run([sys.executable, "-m", "streamlab", "check-relay", "--relay-cmd", cmd, "--only", "2,5",
-                           "--keepalive", str(KEEPALIVE), "--read-timeout", str(READ_TIMEOUT)],
-                          capture_output=True, text=True, timeout=120)
+    cmd = (
+        f"{sys.executable} -m streamlab relay --upstream {{upstream}} --port {{port}} --keepalive {{keepalive}} "
+        "--read-timeout {read_timeout}"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamlab",
+            "check-relay",
+            "--relay-cmd",
+            cmd,
+            "--only",
+            "2,5",
+            "--keepalive",
+            str(KEEPALIVE),
+            "--read-timeout",
+            str(READ_TIMEOUT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr  # two of five requirements checked: never a pass
     assert "(2) close the upstream when the client goes away: holds" in proc.stdout
     assert "(5) one JSON summary line per stream: holds" in proc.stdout
@@ -314,10 +380,24 @@ def test_a_relay_started_by_hand_is_checked_through_its_url_and_summary_file(tmp
     summaries = tmp_path / "summaries.jsonl"
     port = steady_port()  # bound again for every check: not from the ephemeral range
     upstream = f"http://127.0.0.1:{port}/v1"
-    with summaries.open("a") as out, Relay(upstream, keepalive=KEEPALIVE, read_timeout=READ_TIMEOUT,
-                                           on_summary=lambda s: (out.write(json.dumps(s) + "\n"), out.flush())) as r:
-        report = check_relay(relay_url=f"http://127.0.0.1:{r.port}", summary_file=summaries, upstream_port=port,
-                             requirements=(2, 5), keepalive=KEEPALIVE, read_timeout=READ_TIMEOUT, fuzz_runs=0)
+    with (
+        summaries.open("a") as out,
+        Relay(
+            upstream,
+            keepalive=KEEPALIVE,
+            read_timeout=READ_TIMEOUT,
+            on_summary=lambda s: (out.write(json.dumps(s) + "\n"), out.flush()),
+        ) as r,
+    ):
+        report = check_relay(
+            relay_url=f"http://127.0.0.1:{r.port}",
+            summary_file=summaries,
+            upstream_port=port,
+            requirements=(2, 5),
+            keepalive=KEEPALIVE,
+            read_timeout=READ_TIMEOUT,
+            fuzz_runs=0,
+        )
     assert report.holds(2) and report.holds(5), report.render()
 
 

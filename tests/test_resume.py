@@ -173,8 +173,9 @@ def test_resume_survives_100_seeded_random_cuts(server: StandIn, http: httpx.Cli
 
         acc = ResponsesAccumulator()
         handled: list[int] = []
-        with ResumableResponseStream(server.base_url, {"model": "bg", "background": True},
-                                     max_reconnects=10, read_timeout=5, client=http) as stream:
+        with ResumableResponseStream(
+            server.base_url, {"model": "bg", "background": True}, max_reconnects=10, read_timeout=5, client=http
+        ) as stream:
             for timed in stream:
                 handled.append(json.loads(timed.data)["sequence_number"])
                 acc.feed(timed.event)
@@ -268,8 +269,9 @@ def test_a_connection_ended_by_a_sequence_error_records_the_ending_not_a_class_n
 def test_an_event_too_large_ends_a_resumable_stream_without_reconnecting(server: StandIn) -> None:
     clean = responses_text_stream(["one ", "two"], response_id=RID)
     huge = b"data: " + b"x" * 5000 + b"\n\n"
-    server.set_scripts({"bg": [Episode([Send(b"".join(clean[:3]) + huge)])]},
-                       stored={RID: StoredResponse.from_frames(clean)})
+    server.set_scripts(
+        {"bg": [Episode([Send(b"".join(clean[:3]) + huge)])]}, stored={RID: StoredResponse.from_frames(clean)}
+    )
     server.reset()
     got = []
     with pytest.raises(EventTooLarge) as info:
@@ -286,8 +288,9 @@ def test_last_event_id_stream_records_endings_and_applies_limits(server: StandIn
     server.set_scripts({"ids": Episode([Send(f) for f in frames])})
     server.reset()
     with pytest.raises(EventTooLarge):
-        with LastEventIdStream(server.url("chat/completions"), {"model": "ids", "stream": True},
-                               max_event_bytes=1000) as stream:
+        with LastEventIdStream(
+            server.url("chat/completions"), {"model": "ids", "stream": True}, max_event_bytes=1000
+        ) as stream:
             for _ in stream:
                 pass
     assert [c.end_reason for c in stream.connections] == [Ending.LIMIT_EXCEEDED] and stream.last_event_id == "1"
@@ -358,8 +361,9 @@ def test_idle_timeout_counts_keepalive_events_as_no_content(server: StandIn) -> 
     server.set_scripts({"stall": [Episode(steps)]})
     server.reset()
     with pytest.raises(IdleTimeout):
-        with stream_responses(server.base_url, {"model": "stall"}, idle_timeout=0.2,
-                              is_content=is_content_event, read_timeout=5) as s:
+        with stream_responses(
+            server.base_url, {"model": "stall"}, idle_timeout=0.2, is_content=is_content_event, read_timeout=5
+        ) as s:
             for _ in s:
                 pass
     assert s.end_reason == "idle_timeout" and len(s.events) > 2  # bytes and keep-alive events kept arriving
@@ -386,8 +390,13 @@ def test_last_event_id_resume_survives_50_seeded_random_cuts(server: StandIn, ht
         server.set_scripts({"ids": episodes})
         server.reset()
         waits: list[float] = []
-        stream = LastEventIdStream(server.url("chat/completions"), {"model": "ids", "stream": True},
-                                   sleep=waits.append, read_timeout=5, client=http)
+        stream = LastEventIdStream(
+            server.url("chat/completions"),
+            {"model": "ids", "stream": True},
+            sleep=waits.append,
+            read_timeout=5,
+            client=http,
+        )
         with stream:
             got = [t.event for t in stream]
         where = f"trial {trial}: cuts {cuts} ({category})"
@@ -405,8 +414,9 @@ def test_last_event_id_honours_the_retry_field(server: StandIn) -> None:
     server.set_scripts({"ids": [Episode([Send(full[:cut]), Cut()]), Episode([Send(full)])]})
     server.reset()
     waits: list[float] = []
-    with LastEventIdStream(server.url("chat/completions"), {"model": "ids", "stream": True},
-                           sleep=waits.append, max_retry_ms=1000) as stream:
+    with LastEventIdStream(
+        server.url("chat/completions"), {"model": "ids", "stream": True}, sleep=waits.append, max_retry_ms=1000
+    ) as stream:
         datas = [t.data for t in stream]
     assert waits == [1.0]  # 1500 ms asked, capped at max_retry_ms
     assert stream.retry_ms == 1500 and len(datas) == len(frames) - 1
@@ -416,8 +426,14 @@ def test_last_event_id_honours_the_retry_field(server: StandIn) -> None:
 def test_events_without_ids_inherit_the_persisted_last_event_id(server: StandIn) -> None:
     frames = [b"id: 7\ndata: a\n\n", b"data: b\n\n", b"data: c\n\n"]
     full = b"".join(frames)
-    server.set_scripts({"ids": [Episode([Send(full[: len(frames[0]) + 3]), Cut()]),
-                                Episode([Send(frames[1]), Send(frames[2]), Send(b"data: [DONE]\n\n")])]})
+    server.set_scripts(
+        {
+            "ids": [
+                Episode([Send(full[: len(frames[0]) + 3]), Cut()]),
+                Episode([Send(frames[1]), Send(frames[2]), Send(b"data: [DONE]\n\n")]),
+            ]
+        }
+    )
     server.reset()
     with LastEventIdStream(server.url("chat/completions"), {"model": "ids", "stream": True}) as stream:
         got = [(t.data, t.id) for t in stream]

@@ -53,10 +53,13 @@ def test_connection_error_is_retried() -> None:
     assert d.retry
 
 
-@pytest.mark.parametrize("result", [
-    AttemptResult(error="RemoteProtocolError: cut", events_delivered=1),
-    AttemptResult(status=503, events_delivered=3),
-])
+@pytest.mark.parametrize(
+    "result",
+    [
+        AttemptResult(error="RemoteProtocolError: cut", events_delivered=1),
+        AttemptResult(status=503, events_delivered=3),
+    ],
+)
 def test_never_retry_after_the_first_event(result: AttemptResult) -> None:
     d = RetryPolicy(seed=1, max_attempts=10).decide(1, result)
     assert not d.retry
@@ -129,17 +132,28 @@ def test_retry_after_seconds_and_http_date() -> None:
     assert d.retry and d.delay == 12.0
 
 
-@pytest.mark.parametrize("form", ["Sun, 06 Nov 1994 08:49:47 GMT", "Sunday, 06-Nov-94 08:49:47 GMT",
-                                  "Sun Nov  6 08:49:47 1994"])
+@pytest.mark.parametrize(
+    "form", ["Sun, 06 Nov 1994 08:49:47 GMT", "Sunday, 06-Nov-94 08:49:47 GMT", "Sun Nov  6 08:49:47 1994"]
+)
 def test_all_three_http_date_formats_are_accepted(form: str) -> None:
     """RFC 9110 5.6.7: a recipient must accept IMF-fixdate, RFC 850 and asctime dates (all in GMT)."""
     now = email.utils.parsedate_to_datetime("Sun, 06 Nov 1994 08:49:37 GMT").timestamp()
     assert parse_retry_after({"Retry-After": form}, now=now) == (10.0, "Retry-After (HTTP date)")
 
 
-@pytest.mark.parametrize("headers", [{}, {"Retry-After": "soon"}, {"Retry-After": "-3"},
-                                     {"retry-after-ms": "nan"}, {"Retry-After": "Mon, 99 Foo 2026"},
-                                     {"Retry-After": "1e2"}, {"Retry-After": "1_000"}, {"Retry-After": "inf"}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Retry-After": "soon"},
+        {"Retry-After": "-3"},
+        {"retry-after-ms": "nan"},
+        {"Retry-After": "Mon, 99 Foo 2026"},
+        {"Retry-After": "1e2"},
+        {"Retry-After": "1_000"},
+        {"Retry-After": "inf"},
+    ],
+)
 def test_unusable_retry_after_falls_back_to_backoff(headers: dict) -> None:
     value, _ = parse_retry_after(headers)
     assert value is None
@@ -168,9 +182,13 @@ def test_retry_error_lists_every_attempt() -> None:
     err = RetryError(attempts)
     text = str(err)
     assert "3 attempt(s)" in text
-    for needle in ("attempt 1: started at +0.000 s, HTTP 503", "waited 0.500 s (backoff)",
-                   "attempt 2: started at +0.510 s, connection error: ConnectFailed: refused",
-                   "attempt 3: started at +1.520 s, HTTP 429", "gave up: gave up after 3 attempt(s)"):
+    for needle in (
+        "attempt 1: started at +0.000 s, HTTP 503",
+        "waited 0.500 s (backoff)",
+        "attempt 2: started at +0.510 s, connection error: ConnectFailed: refused",
+        "attempt 3: started at +1.520 s, HTTP 429",
+        "gave up: gave up after 3 attempt(s)",
+    ):
         assert needle in text, needle
     assert err.status == 429
 
@@ -200,15 +218,25 @@ def server():
 def _run(server: StandIn, script: dict, policy: RetryPolicy, fake: VirtualClock, model: str = "m"):
     server.set_scripts(script)
     server.reset()
-    rs = RetryingStream(lambda: stream_chat(server.base_url, {"model": model}), policy,
-                        sleep=fake.sleep, clock=fake.now, wall_clock=lambda: 1_800_000_000.0)
+    rs = RetryingStream(
+        lambda: stream_chat(server.base_url, {"model": model}),
+        policy,
+        sleep=fake.sleep,
+        clock=fake.now,
+        wall_clock=lambda: 1_800_000_000.0,
+    )
     return rs
 
 
 def test_retries_503_then_429_then_streams(server: StandIn) -> None:
     fake = VirtualClock()
-    script = {"m": [error_episode(503, "overloaded"), error_episode(429, "slow down", retry_after_ms=120),
-                    Episode([Send(f) for f in HELLO])]}
+    script = {
+        "m": [
+            error_episode(503, "overloaded"),
+            error_episode(429, "slow down", retry_after_ms=120),
+            Episode([Send(f) for f in HELLO]),
+        ]
+    }
     rs = _run(server, script, RetryPolicy(seed=5), fake)
     with rs:
         events = list(rs)
@@ -260,8 +288,12 @@ def test_connection_refused_is_retried() -> None:
     with StandIn({"m": Episode([])}) as dead:
         url = dead.base_url
     fake = VirtualClock()
-    rs = RetryingStream(lambda: stream_chat(url, {"model": "m"}, connect_timeout=2), RetryPolicy(max_attempts=3),
-                        sleep=fake.sleep, clock=fake.now)
+    rs = RetryingStream(
+        lambda: stream_chat(url, {"model": "m"}, connect_timeout=2),
+        RetryPolicy(max_attempts=3),
+        sleep=fake.sleep,
+        clock=fake.now,
+    )
     with pytest.raises(RetryError) as info:
         list(rs)
     assert len(info.value.attempts) == 3 and len(fake.sleeps) == 2
@@ -296,8 +328,12 @@ def test_an_event_too_large_is_recorded_and_never_retried(server: StandIn, befor
     server.set_scripts({"m": [Episode([Send(f) for f in before] + [Send(HUGE)]), Episode([Send(f) for f in HELLO])]})
     server.reset()
     fake = VirtualClock()
-    rs = RetryingStream(lambda: stream_chat(server.base_url, {"model": "m"}, parser=SSEParser(max_line_bytes=1000)),
-                        RetryPolicy(max_attempts=5), sleep=fake.sleep, clock=fake.now)
+    rs = RetryingStream(
+        lambda: stream_chat(server.base_url, {"model": "m"}, parser=SSEParser(max_line_bytes=1000)),
+        RetryPolicy(max_attempts=5),
+        sleep=fake.sleep,
+        clock=fake.now,
+    )
     got = []
     with pytest.raises(EventTooLarge) as info:
         for t in rs:
@@ -333,8 +369,9 @@ def test_a_cancelled_attempt_is_recorded_as_cancelled(server: StandIn) -> None:
 def test_never_retried_after_the_first_event(server: StandIn) -> None:
     fake = VirtualClock()
     cut_inside_char = HELLO[3][: HELLO[3].index("ö".encode()) + 1]
-    script = {"m": [Episode([Send(f) for f in HELLO[:3]] + [Send(cut_inside_char), Cut()]),
-                    Episode([Send(f) for f in HELLO])]}
+    script = {
+        "m": [Episode([Send(f) for f in HELLO[:3]] + [Send(cut_inside_char), Cut()]), Episode([Send(f) for f in HELLO])]
+    }
     rs = _run(server, script, RetryPolicy(max_attempts=5), fake)
     got = []
     with pytest.raises(ConnectionBroken):
@@ -351,8 +388,9 @@ def test_async_twin(server: StandIn) -> None:
     server.reset()
 
     async def main() -> list:
-        rs = AsyncRetryingStream(lambda: astream_chat(server.base_url, {"model": "m"}), RetryPolicy(),
-                                 sleep=fake.asleep, clock=fake.now)
+        rs = AsyncRetryingStream(
+            lambda: astream_chat(server.base_url, {"model": "m"}), RetryPolicy(), sleep=fake.asleep, clock=fake.now
+        )
         async with rs:
             return [t async for t in rs]
 

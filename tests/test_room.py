@@ -25,8 +25,10 @@ from streamlab.tools.cli.standin import banner, room_urls
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads"), pytest.mark.net]
 
 HI = [{"role": "user", "content": "hi"}]
-TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
-         for name in ("get_weather", "get_time")]
+TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    for name in ("get_weather", "get_time")
+]
 
 
 # -- the table --------------------------------------------------------------------------------------------
@@ -45,8 +47,9 @@ def test_every_scenario_has_one_model_a_route_and_labs_that_exist():
 
 
 def test_list_says_which_lab_uses_each_scenario():
-    out = subprocess.run([sys.executable, "-m", "streamlab", "standin", "--list"], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "streamlab", "standin", "--list"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     for s in ROOM_SCENARIOS:
         line = next(line for line in out.splitlines() if line.startswith(s.name + " "))
         assert s.model in line and " ".join(s.labs) in line
@@ -58,8 +61,10 @@ def test_list_says_which_lab_uses_each_scenario():
 
 @pytest.fixture
 def room():
-    with StandIn(scenario("all")) as server, \
-            openai.OpenAI(base_url=server.base_url, api_key="ada", max_retries=0, timeout=10) as sdk:
+    with (
+        StandIn(scenario("all")) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="ada", max_retries=0, timeout=10) as sdk,
+    ):
         yield server, sdk
 
 
@@ -67,12 +72,15 @@ def chat(sdk: openai.OpenAI, model: str, **extra):
     return read_sdk_stream(sdk.chat.completions.create(model=model, messages=HI, stream=True, **extra))
 
 
-@pytest.mark.parametrize(("model", "outcome", "text"), [
-    ("scheduled", Outcome.COMPLETE, "".join(f"w{i:02d} " for i in range(20))),
-    ("length", Outcome.INCOMPLETE, "The answer is forty-two"),
-    ("error-200", Outcome.FAILED, "Hello "),
-    ("splits", Outcome.COMPLETE, "Gr\u00fc\u00dfe aus K\u00f6ln \U0001f642"),
-])
+@pytest.mark.parametrize(
+    ("model", "outcome", "text"),
+    [
+        ("scheduled", Outcome.COMPLETE, "".join(f"w{i:02d} " for i in range(20))),
+        ("length", Outcome.INCOMPLETE, "The answer is forty-two"),
+        ("error-200", Outcome.FAILED, "Hello "),
+        ("splits", Outcome.COMPLETE, "Gr\u00fc\u00dfe aus K\u00f6ln \U0001f642"),
+    ],
+)
 def test_chat_text_scenarios_end_as_their_table_says(room, model, outcome, text):
     server, sdk = room
     result = chat(sdk, model)
@@ -81,13 +89,17 @@ def test_chat_text_scenarios_end_as_their_table_says(room, model, outcome, text)
 
 def test_splits_cuts_inside_characters_and_between_cr_and_lf(room):
     server, _ = room
-    with httpx.Client(timeout=10) as client, client.stream(
-            "POST", server.url("chat/completions"), json={"model": "splits", "messages": HI, "stream": True}) as r:
+    with (
+        httpx.Client(timeout=10) as client,
+        client.stream(
+            "POST", server.url("chat/completions"), json={"model": "splits", "messages": HI, "stream": True}
+        ) as r,
+    ):
         chunks = list(r.iter_raw())
     raw = b"".join(chunks)
     assert b"\r\n\r\n" in raw and b": still there\r\n" in raw
     cuts = {len(b"".join(chunks[:i])) for i in range(1, len(chunks))}
-    assert any(raw[at - 1:at] == b"\r" and raw[at:at + 1] == b"\n" for at in cuts)  # a CR, then its LF apart
+    assert any(raw[at - 1 : at] == b"\r" and raw[at : at + 1] == b"\n" for at in cuts)  # a CR, then its LF apart
     assert any(0x80 <= raw[at] < 0xC0 for at in cuts)  # a chunk starting with a UTF-8 continuation byte
 
 
@@ -96,7 +108,9 @@ def test_tools_and_a_tool_call_cut_mid_arguments(room):
     whole = chat(sdk, "tools", tools=TOOLS)
     assert whole.outcome is Outcome.COMPLETE and whole.finish_reason == "tool_calls"
     assert [(c.name, c.arguments, c.problem) for c in whole.tool_calls] == [
-        ("get_weather", '{"location": "Paris, France"}', None), ("get_time", '{"city": "Oslo"}', None)]
+        ("get_weather", '{"location": "Paris, France"}', None),
+        ("get_time", '{"city": "Oslo"}', None),
+    ]
     cut = chat(sdk, "tools-cut", tools=TOOLS)
     assert cut.outcome is Outcome.TRUNCATED and "APIConnectionError" in (cut.error or "")
     assert [c.arguments for c in cut.tool_calls] == ['{"location": "Paris, France"}', '{"city":']
@@ -124,8 +138,9 @@ def test_responses_and_a_background_stream_resumed_by_each_learner(room):
         with pytest.raises(openai.APIConnectionError):
             for event in learner.responses.create(model="bg", input="hi", background=True, stream=True):
                 handled.append(event)
-        rest = list(learner.responses.retrieve(handled[0].response.id, stream=True,
-                                               starting_after=handled[-1].sequence_number))
+        rest = list(
+            learner.responses.retrieve(handled[0].response.id, stream=True, starting_after=handled[-1].sequence_number)
+        )
         numbers = [e.sequence_number for e in handled + rest]
         assert numbers == list(range(len(numbers))) and rest[-1].type == "response.completed"
 

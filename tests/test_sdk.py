@@ -30,8 +30,10 @@ def script() -> dict:
         "m": Episode(paced(CHAT, gap=0.01)),
         "r": Episode(paced(RESP, gap=0.01)),
         # retry-after-ms is read first by the SDK, so the retry is quick and the test stays fast
-        "flaky": [error_episode(429, "slow down", type="rate_limit_exceeded", code="rate_limit_exceeded",
-                                retry_after_ms=30), Episode([Send(f) for f in CHAT])],
+        "flaky": [
+            error_episode(429, "slow down", type="rate_limit_exceeded", code="rate_limit_exceeded", retry_after_ms=30),
+            Episode([Send(f) for f in CHAT]),
+        ],
         "down": [error_episode(503, "overloaded", retry_after_ms=10), Episode([Send(f) for f in RESP])],
         "never": error_episode(400, "bad request", type="invalid_request_error", param="messages"),
     }
@@ -50,8 +52,9 @@ def client(server):
 
 
 def test_chat_completions_stream_with_usage(server, client):
-    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True,
-                                            stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True, stream_options={"include_usage": True}
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Hello w\u00f6rld"

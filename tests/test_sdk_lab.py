@@ -46,11 +46,16 @@ pytestmark = [pytest.mark.net, pytest.mark.usefixtures("no_leaked_threads")]
 WORDS = ["The ", "answer ", "is ", "forty-", "two."]
 FULL = shapes.chat_text_stream(WORDS)  # role, 5 pieces, finish, usage, [DONE]
 HI = shapes.chat_text_stream(["Hi"], include_usage=False)
-ASK: dict[str, Any] = {"messages": [{"role": "user", "content": "?"}], "stream": True,
-                       "stream_options": {"include_usage": True}}
+ASK: dict[str, Any] = {
+    "messages": [{"role": "user", "content": "?"}],
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
 PLAIN: dict[str, Any] = {"messages": [{"role": "user", "content": "?"}], "stream": True}
-TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
-         for name in ("get_weather", "get_time")]
+TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    for name in ("get_weather", "get_time")
+]
 
 
 def sends(frames: list[bytes]) -> list[Send]:
@@ -58,19 +63,25 @@ def sends(frames: list[bytes]) -> list[Send]:
 
 
 @contextmanager
-def sdk(scripts: dict[str, Any], *, stored: dict[str, StoredResponse] | None = None,
-        **options: Any) -> Iterator[tuple[StandIn, openai.OpenAI]]:
+def sdk(
+    scripts: dict[str, Any], *, stored: dict[str, StoredResponse] | None = None, **options: Any
+) -> Iterator[tuple[StandIn, openai.OpenAI]]:
     options.setdefault("max_retries", 0)
     options.setdefault("timeout", 10)
-    with StandIn(scripts, stored=stored) as server, \
-            openai.OpenAI(base_url=server.base_url, api_key="test", **options) as client:
+    with (
+        StandIn(scripts, stored=stored) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="test", **options) as client,
+    ):
         yield server, client
 
 
 def retry_waits(caplog: pytest.LogCaptureFixture) -> list[float]:
     """The waits the SDK chose, from its own log line "Retrying request in X seconds"."""
-    return [round(r.args[0], 3) for r in caplog.records
-            if r.name == "openai._base_client" and r.getMessage().startswith("Retrying request in")]
+    return [
+        round(r.args[0], 3)
+        for r in caplog.records
+        if r.name == "openai._base_client" and r.getMessage().startswith("Retrying request in")
+    ]
 
 
 def retry_counts(server: StandIn, model: str) -> list[str]:
@@ -103,8 +114,11 @@ ANSWER = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"])
 
 
 def test_sdk_sync_async_and_helper_read_the_same_text_as_the_library() -> None:
-    chat = {"model": "hello", "messages": [{"role": "user", "content": "hi"}],
-            "stream_options": {"include_usage": True}}
+    chat = {
+        "model": "hello",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream_options": {"include_usage": True},
+    }
     with sdk({"hello": Episode(sends(HELLO))}) as (server, client):
         acc = ChatAccumulator()
         with stream_chat(server.base_url, chat) as raw:
@@ -126,8 +140,11 @@ def test_sdk_sync_async_and_helper_read_the_same_text_as_the_library() -> None:
     # one object per event; none for the 7 comments or for [DONE]
     assert raw.raw.count(b": ping") == 7 and len(raw.events) == 7 and len(chunks) == 6
     assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
-    assert [(k, kinds.count(k)) for k in dict.fromkeys(kinds)] == [("chunk", 6), ("content.delta", 4),
-                                                                   ("content.done", 1)]
+    assert [(k, kinds.count(k)) for k in dict.fromkeys(kinds)] == [
+        ("chunk", 6),
+        ("content.delta", 4),
+        ("content.done", 1),
+    ]
 
 
 def test_sdk_responses_events_and_helper_read_the_same_text() -> None:
@@ -148,11 +165,19 @@ def test_sdk_responses_events_and_helper_read_the_same_text() -> None:
 
 def test_sdk_numbers_its_attempts_and_prefers_retry_after_ms(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="openai._base_client")
-    script = {"flaky": [error_episode(503, "busy"), error_episode(429, "slow", retry_after_ms=40, retry_after=1),
-                        Episode(sends(HI))]}
+    script = {
+        "flaky": [
+            error_episode(503, "busy"),
+            error_episode(429, "slow", retry_after_ms=40, retry_after=1),
+            Episode(sends(HI)),
+        ]
+    }
     with sdk(script, max_retries=2) as (server, client):
-        text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(model="flaky", **PLAIN)
-                       if c.choices)
+        text = "".join(
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(model="flaky", **PLAIN)
+            if c.choices
+        )
         assert retry_counts(server, "flaky") == ["0", "1", "2"]
         records = server.records("flaky")
     assert text == "Hi" and [r.status for r in records] == [503, 429, 200]
@@ -183,8 +208,9 @@ def test_sdk_does_not_retry_when_retry_after_exceeds_two_minutes(caplog: pytest.
 
 
 @pytest.mark.parametrize(("max_retries", "requests"), [(3, 4), (0, 1)])
-def test_max_retries_bounds_the_retries_not_the_requests(max_retries: int, requests: int,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_max_retries_bounds_the_retries_not_the_requests(
+    max_retries: int, requests: int, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="openai._base_client")
     with sdk({"down": error_episode(503, "down", retry_after_ms=20)}, max_retries=max_retries) as (server, client):
         with pytest.raises(openai.InternalServerError):
@@ -232,16 +258,36 @@ def test_a_timeout_inside_the_stream_is_raised_from_the_loop_and_not_retried() -
 ENDINGS = {
     # name: (steps, stop_after, typical loop: (how, finish, usage), stand-in record, view (outcome, ending))
     "complete": (sends(FULL), None, ("quiet", "stop", True), "complete", ("complete", "complete")),
-    "length": (sends(shapes.chat_text_stream(WORDS[:3], finish_reason="length")), None,
-               ("quiet", "length", True), "complete", ("incomplete", "complete")),
-    "error-in-200": (sends(shapes.chat_error_stream(WORDS[:3])), None, ("APIError", None, False), "complete",
-                     ("failed", "complete")),
-    "reset": (sends(FULL[:4]) + [Cut(reset=True)], None, ("APIConnectionError", None, False), "cut",
-              ("truncated", "broken")),
+    "length": (
+        sends(shapes.chat_text_stream(WORDS[:3], finish_reason="length")),
+        None,
+        ("quiet", "length", True),
+        "complete",
+        ("incomplete", "complete"),
+    ),
+    "error-in-200": (
+        sends(shapes.chat_error_stream(WORDS[:3])),
+        None,
+        ("APIError", None, False),
+        "complete",
+        ("failed", "complete"),
+    ),
+    "reset": (
+        sends(FULL[:4]) + [Cut(reset=True)],
+        None,
+        ("APIConnectionError", None, False),
+        "cut",
+        ("truncated", "broken"),
+    ),
     "clean-end": (sends(FULL[:4]) + [End()], None, ("quiet", None, False), "complete", ("truncated", "complete")),
     "no-done": (sends(FULL[:-1]) + [End()], None, ("quiet", "stop", True), "complete", ("truncated", "complete")),
-    "cancelled": (paced(shapes.chat_text_stream([f"t{i:03d} " for i in range(200)]), gap=0.01), 3,
-                  ("closed", None, False), "client_gone", ("cancelled", "cancelled")),
+    "cancelled": (
+        paced(shapes.chat_text_stream([f"t{i:03d} " for i in range(200)]), gap=0.01),
+        3,
+        ("closed", None, False),
+        "client_gone",
+        ("cancelled", "cancelled"),
+    ),
 }
 
 
@@ -268,10 +314,16 @@ def test_stream_close_is_seen_by_the_server_as_client_gone() -> None:
 
 R_ENDINGS = {
     "completed": (shapes.responses_text_stream(["alpha ", "beta"]), "response.completed", "complete"),
-    "incomplete": (shapes.responses_text_stream(["alpha ", "beta"], terminal="response.incomplete"),
-                   "response.incomplete", "incomplete"),
-    "failed": (shapes.responses_text_stream(["alpha ", "beta"], terminal="response.failed"), "response.failed",
-               "failed"),
+    "incomplete": (
+        shapes.responses_text_stream(["alpha ", "beta"], terminal="response.incomplete"),
+        "response.incomplete",
+        "incomplete",
+    ),
+    "failed": (
+        shapes.responses_text_stream(["alpha ", "beta"], terminal="response.failed"),
+        "response.failed",
+        "failed",
+    ),
     "error-event": (shapes.responses_error_stream(["alpha ", "beta"]), "error", "failed"),
     "no-terminal": (shapes.responses_text_stream(["alpha ", "beta"])[:6], "response.output_text.delta", "truncated"),
 }
@@ -329,6 +381,7 @@ def test_an_idle_content_deadline_ends_a_keepalive_stall() -> None:
 
 def test_the_async_view_has_the_same_idle_deadline() -> None:
     with StandIn({"stall": Episode(STALL_STEPS)}) as server:
+
         async def run() -> tuple[str, AsyncSDKStreamView]:
             async with openai.AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0, timeout=0.5) as c:
                 view = AsyncSDKStreamView(await c.chat.completions.create(model="stall", **PLAIN), idle_timeout=0.5)
@@ -388,12 +441,15 @@ def test_the_helper_announces_sequential_tool_calls_as_done() -> None:
 def test_get_final_completion_of_a_cut_stream_hands_out_unfinished_tool_calls() -> None:
     with sdk({"cut": Episode(sends(CALLS[:7]) + [End()])}) as (_, client):
         done, final = helper_tool_calls(client, "cut")
-        result = read_sdk_stream(client.chat.completions.create(model="cut", messages=ONE_MESSAGE, tools=TOOLS,
-                                                                stream=True))
+        result = read_sdk_stream(
+            client.chat.completions.create(model="cut", messages=ONE_MESSAGE, tools=TOOLS, stream=True)
+        )
     assert done == [(0, "get_weather", '{"location": "Paris, France"}')]  # no done event for get_time
     assert final.choices[0].finish_reason is None
     assert [json.loads(t.function.arguments) for t in final.choices[0].message.tool_calls] == [
-        {"location": "Paris, France"}, {"city": "Oslo"}]  # valid JSON, and no warning
+        {"location": "Paris, France"},
+        {"city": "Oslo"},
+    ]  # valid JSON, and no warning
     assert result.outcome is Outcome.TRUNCATED
     assert [c.name for c in result.tool_calls] == ["get_weather", "get_time"]
     assert all(c.problem and "never finished" in c.problem for c in result.tool_calls)
@@ -404,12 +460,15 @@ def test_the_helper_announces_an_interleaved_call_as_done_too_early() -> None:
     with sdk({"i": Episode(sends(interleaved))}) as (_, client):
         with client.chat.completions.stream(model="i", messages=ONE_MESSAGE, tools=TOOLS) as helper:
             first = next(e for e in helper if e.type == "tool_calls.function.arguments.done")
-        result = read_sdk_stream(client.chat.completions.create(model="i", messages=ONE_MESSAGE, tools=TOOLS,
-                                                                stream=True))
+        result = read_sdk_stream(
+            client.chat.completions.create(model="i", messages=ONE_MESSAGE, tools=TOOLS, stream=True)
+        )
     assert (first.name, first.arguments) == ("get_weather", "")
     assert result.outcome is Outcome.COMPLETE
     assert [(c.name, json.loads(c.arguments), c.complete) for c in result.tool_calls] == [
-        ("get_weather", {"location": "Paris, France"}, True), ("get_time", {"city": "Oslo"}, True)]
+        ("get_weather", {"location": "Paris, France"}, True),
+        ("get_time", {"city": "Oslo"}, True),
+    ]
 
 
 # -- section 7: resume ---------------------------------------------------------------------------------------------
@@ -417,8 +476,9 @@ def test_the_helper_announces_an_interleaved_call_as_done_too_early() -> None:
 
 def test_retrieve_with_starting_after_resumes_and_the_sdk_never_reconnects_by_itself() -> None:
     frames = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], response_id="resp_sdk")
-    script = {"bg": Episode(sends(frames[:7]) + [Cut()], store_as="resp_sdk",
-                            stored=StoredResponse.from_frames(frames))}
+    script = {
+        "bg": Episode(sends(frames[:7]) + [Cut()], store_as="resp_sdk", stored=StoredResponse.from_frames(frames))
+    }
     with sdk(script, max_retries=2) as (server, client):
         handled = []
         with pytest.raises(openai.APIConnectionError):
@@ -432,7 +492,9 @@ def test_retrieve_with_starting_after_resumes_and_the_sdk_never_reconnects_by_it
     assert [e.sequence_number for e in handled] == list(range(len(frames)))
     assert "".join(e.delta for e in handled if e.type == "response.output_text.delta") == "alpha beta gamma delta"
     assert [(r.method, r.path, r.outcome) for r in records] == [
-        ("POST", "/v1/responses", "cut"), ("GET", "/v1/responses/resp_sdk?starting_after=6&stream=true", "complete")]
+        ("POST", "/v1/responses", "cut"),
+        ("GET", "/v1/responses/resp_sdk?starting_after=6&stream=true", "complete"),
+    ]
 
 
 # -- section 8: fields a moderated or obfuscated stream may add ----------------------------------------------------
@@ -447,8 +509,10 @@ def test_obfuscation_and_moderation_fields_pass_through() -> None:
             event["obfuscation"] = "q3Zx"
     chunk = shapes.chat_chunk([shapes.chat_choice({"content": "Hi"})])
     chunk["obfuscation"] = "k9Pw81"
-    script = {"r": Episode(sends(shapes.responses_frames(events))),
-              "c": Episode([Send(shapes.sse_frame(shapes.to_json(chunk))), Send(shapes.chat_done())])}
+    script = {
+        "r": Episode(sends(shapes.responses_frames(events))),
+        "c": Episode([Send(shapes.sse_frame(shapes.to_json(chunk))), Send(shapes.chat_done())]),
+    }
     with sdk(script) as (_, client):
         got = list(client.chat.completions.create(model="c", messages=ONE_MESSAGE, stream=True))
         deltas = [e for e in client.responses.create(model="r", input="x", stream=True) if e.type.endswith(".delta")]
@@ -491,10 +555,14 @@ def test_the_view_names_the_cause_of_a_broken_connection() -> None:
 
 
 def test_the_async_view_reports_the_same_outcomes() -> None:
-    scripts = {"complete": Episode(sends(FULL)), "no-done": Episode(sends(FULL[:-1])),
-               "reset": Episode(sends(FULL[:4]) + [Cut(reset=True)]),
-               "error": Episode(sends(shapes.chat_error_stream(WORDS[:2])))}
+    scripts = {
+        "complete": Episode(sends(FULL)),
+        "no-done": Episode(sends(FULL[:-1])),
+        "reset": Episode(sends(FULL[:4]) + [Cut(reset=True)]),
+        "error": Episode(sends(shapes.chat_error_stream(WORDS[:2]))),
+    }
     with StandIn(scripts) as server:
+
         async def run() -> dict[str, tuple[Outcome, Ending]]:
             async with openai.AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
                 out = {}
@@ -504,8 +572,12 @@ def test_the_async_view_reports_the_same_outcomes() -> None:
                 return out
 
         got = asyncio.run(run())
-    assert got == {"complete": ("complete", "complete"), "no-done": ("truncated", "complete"),
-                   "reset": ("truncated", "broken"), "error": ("failed", "complete")}
+    assert got == {
+        "complete": ("complete", "complete"),
+        "no-done": ("truncated", "complete"),
+        "reset": ("truncated", "broken"),
+        "error": ("failed", "complete"),
+    }
 
 
 def test_the_view_refuses_what_it_cannot_read_from_the_first_byte() -> None:
@@ -611,8 +683,9 @@ def test_06_3_an_unguarded_loop_crashes_on_the_usage_chunk() -> None:
     assert "IndexError" in verdict("06.3", unguarded)
 
 
-@pytest.mark.parametrize(("ex_id", "solution"), [("06.1", lab06.solution_sdk_outcome),
-                                                   ("06.2", lab06.solution_retry_story),
-                                                   ("06.3", lab06.solution_safe_read)])
+@pytest.mark.parametrize(
+    ("ex_id", "solution"),
+    [("06.1", lab06.solution_sdk_outcome), ("06.2", lab06.solution_retry_story), ("06.3", lab06.solution_safe_read)],
+)
 def test_lab06_library_solutions_pass(ex_id: str, solution: Any) -> None:
     assert verdict(ex_id, solution) == f"Exercise {ex_id}: passed"

@@ -140,8 +140,11 @@ def test_multi_choice_interleaves_and_finishes_each_choice() -> None:
     chunks = chunks_of(shapes.chat_multi_choice_stream([["a", "b"], ["c"]], finish_reasons=["stop", "length"]))
     indexes = [c["choices"][0]["index"] for c in chunks if c["choices"]]
     assert indexes[:4] == [0, 1, 0, 1]
-    finishes = {c["choices"][0]["index"]: c["choices"][0]["finish_reason"] for c in chunks
-                if c["choices"] and c["choices"][0]["finish_reason"]}
+    finishes = {
+        c["choices"][0]["index"]: c["choices"][0]["finish_reason"]
+        for c in chunks
+        if c["choices"] and c["choices"][0]["finish_reason"]
+    }
     assert finishes == {0: "stop", 1: "length"}
     with pytest.raises(ValueError, match="2 answers but 1 finish"):
         shapes.chat_multi_choice_stream([["a"], ["b"]], finish_reasons=["stop"])
@@ -187,9 +190,16 @@ def test_non_streaming_bodies_validate_and_match_the_streams() -> None:
 def test_responses_text_event_order_and_terminals() -> None:
     types = [json.loads(e.data)["type"] for e in events_of(shapes.responses_text_stream(["a", "b"]))]
     assert types == [
-        "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
-        "response.output_text.delta", "response.output_text.delta", "response.output_text.done",
-        "response.content_part.done", "response.output_item.done", "response.completed",
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
     ]
     last = json.loads(events_of(shapes.responses_text_stream(["a"], terminal="response.incomplete"))[-1].data)
     assert last["response"]["status"] == "incomplete"

@@ -55,14 +55,19 @@ def test_every_three_way_split_of_the_tricky_fixtures() -> None:
             for j in range(i, n + 1):
                 events, parser, truncated = feed_all(chunks_at(fixture.raw, (i, j)))
                 assert (tuple(events), parser.retry_ms, truncated, parser.last_event_id) == (
-                    want.events, want.retry_ms, want.truncated, want.last_event_id), (name, i, j)
+                    want.events,
+                    want.retry_ms,
+                    want.truncated,
+                    want.last_event_id,
+                ), (name, i, j)
 
 
 # -- properties ------------------------------------------------------------------------------------
 
 _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=30)
-_name = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, blacklist_characters=":"), min_size=1,
-                max_size=10)
+_name = st.text(
+    st.characters(min_codepoint=0x21, max_codepoint=0x7E, blacklist_characters=":"), min_size=1, max_size=10
+)
 _eol = st.sampled_from([b"\n", b"\r", b"\r\n"])
 
 
@@ -311,7 +316,9 @@ def test_big_realistic_streams_under_random_cuts(eol: bytes) -> None:
 def test_event_limit_allows_data_of_exactly_the_limit() -> None:
     parser = SSEParser(max_event_bytes=10)
     assert parser.feed(b"data: 0123456789\n\ndata: 01234\ndata: 6789\n\n") == [
-        SSEEvent("message", "0123456789", ""), SSEEvent("message", "01234\n6789", "")]
+        SSEEvent("message", "0123456789", ""),
+        SSEEvent("message", "01234\n6789", ""),
+    ]
     with pytest.raises(SSELimitError) as info:
         parser.feed(b"data: 01234\ndata: 67890\n\n")  # 11 bytes of data
     assert "the data line at stream byte offset" in str(info.value)
@@ -329,13 +336,16 @@ def test_a_retry_of_thousands_of_digits_is_clamped_and_loses_nothing() -> None:
     assert parser.close() is False
 
 
-@pytest.mark.parametrize(("digits", "expected"), [
-    (b"0" * 5000 + b"1500", 1500),  # leading zeros do not make a value large
-    (str(MAX_RETRY_MS).encode(), MAX_RETRY_MS),
-    (str(MAX_RETRY_MS + 1).encode(), MAX_RETRY_MS),
-    (b"9" * 4301, MAX_RETRY_MS),
-    (b"0", 0),
-])
+@pytest.mark.parametrize(
+    ("digits", "expected"),
+    [
+        (b"0" * 5000 + b"1500", 1500),  # leading zeros do not make a value large
+        (str(MAX_RETRY_MS).encode(), MAX_RETRY_MS),
+        (str(MAX_RETRY_MS + 1).encode(), MAX_RETRY_MS),
+        (b"9" * 4301, MAX_RETRY_MS),
+        (b"0", 0),
+    ],
+)
 def test_retry_values_up_to_and_past_the_cap(digits: bytes, expected: int) -> None:
     events, parser, _ = feed_all([b"retry: " + digits + b"\ndata: x\n\n"])
     assert events == [SSEEvent("message", "x", "")] and parser.retry_ms == expected
@@ -410,8 +420,24 @@ def _run(chunks: list[bytes | bytearray | memoryview], **limits: int) -> tuple:
 
 
 _KINDS = (bytes, bytearray, memoryview)
-SSE_PIECES = [b"data: ", b"data:", b"data", b"\n", b"\r", b"\r\n", b"id: 7", b"event: e", b": c", b"retry: 12",
-              b"retry: " + b"9" * 40, b"\xef\xbb\xbf", b"\xc3\xa9", b"\xff", b"x" * 30, b"\x00"]
+SSE_PIECES = [
+    b"data: ",
+    b"data:",
+    b"data",
+    b"\n",
+    b"\r",
+    b"\r\n",
+    b"id: 7",
+    b"event: e",
+    b": c",
+    b"retry: 12",
+    b"retry: " + b"9" * 40,
+    b"\xef\xbb\xbf",
+    b"\xc3\xa9",
+    b"\xff",
+    b"x" * 30,
+    b"\x00",
+]
 """Pieces that make SSE-shaped streams (random bytes alone rarely spell a field name)."""
 
 
@@ -423,8 +449,9 @@ SSE_PIECES = [b"data: ", b"data:", b"data", b"\n", b"\r", b"\r\n", b"id: 7", b"e
     st.sampled_from([(48, 96), (1000, 40), (10_000, 10_000)]),
     st.sampled_from([None, 5, 13]),
 )
-def test_any_bytes_any_split_any_chunk_type_same_as_whole(raw: bytes, cuts: list[int], kinds: list[type],
-                                                          limits: tuple[int, int], window: int | None) -> None:
+def test_any_bytes_any_split_any_chunk_type_same_as_whole(
+    raw: bytes, cuts: list[int], kinds: list[type], limits: tuple[int, int], window: int | None
+) -> None:
     """Whatever the bytes, cuts and chunk types: the same events, the same ending (the same limit error at the
     same offset, with every event before it), the same retry and id as the whole input fed at once. With a tiny
     WINDOW and long-line threshold the windowed and long-line paths are exercised too."""
@@ -477,12 +504,17 @@ def _peak(chunks: list[bytes]) -> tuple[int, object]:
 FEED_SIZES = (1, 2, 1000, WINDOW, 1 << 30)
 # Byte-at-a-time runs of the event cases are left out only to keep the suite quick: 2-byte feeds of the short
 # data lines cover small reads there, and 1000-byte feeds the bare ones (the most lines per byte).
-SLOW = {(name, size) for name in MEMORY_CASES for size in (1, 2)
-        if MEMORY_CASES[name][1] == EVENT_LIMIT and (size == 1 or name.startswith("bare"))}
+SLOW = {
+    (name, size)
+    for name in MEMORY_CASES
+    for size in (1, 2)
+    if MEMORY_CASES[name][1] == EVENT_LIMIT and (size == 1 or name.startswith("bare"))
+}
 
 
-@pytest.mark.parametrize(("name", "size"),
-                         [(n, k) for n in sorted(MEMORY_CASES) for k in FEED_SIZES if (n, k) not in SLOW])
+@pytest.mark.parametrize(
+    ("name", "size"), [(n, k) for n in sorted(MEMORY_CASES) for k in FEED_SIZES if (n, k) not in SLOW]
+)
 def test_peak_memory_is_about_twice_the_limit(name: str, size: int) -> None:
     """The issue's shapes: a long line arriving 2 bytes per read held ~28x its bytes in per-piece objects, and
     one event of short `data: xy` lines ~14x; now both hold about their bytes, twice at most, at any feed size."""

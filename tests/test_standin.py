@@ -68,15 +68,17 @@ def raw_request(port: int, request: bytes, *, read_until_close: bool = True) -> 
         return bytes(out)
 
 
-
 # -- streaming -------------------------------------------------------------------------------------
 
 
 def test_stream_sends_each_send_as_one_chunk_and_ends_cleanly():
     with StandIn({"m": Episode(paced(CHAT, first=0.05, gap=0.01))}, usage="scripted") as server:
         body = json.dumps(ASK).encode()
-        reply = raw_request(server.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        reply = raw_request(
+            server.port,
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body),
+        )
         head, _, rest = reply.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200")
         assert b"Transfer-Encoding: chunked" in head
@@ -93,8 +95,10 @@ def test_stream_sends_each_send_as_one_chunk_and_ends_cleanly():
 
 
 def test_waits_are_honoured_first_bytes_not_before_schedule():
-    with StandIn({"m": Episode(paced(CHAT, first=0.2, gap=0.02))}, usage="scripted") as server, \
-            httpx.Client() as client:
+    with (
+        StandIn({"m": Episode(paced(CHAT, first=0.2, gap=0.02))}, usage="scripted") as server,
+        httpx.Client() as client,
+    ):
         t0 = time.perf_counter()
         with client.stream("POST", server.url("chat/completions"), json=ASK) as r:
             arrivals = [(time.perf_counter() - t0, chunk) for chunk in r.iter_bytes()]
@@ -107,8 +111,10 @@ def test_waits_are_honoured_first_bytes_not_before_schedule():
 def test_episodes_play_in_order_and_the_last_repeats():
     one = shapes.chat_text_stream(["one"], model="m")
     two = shapes.chat_text_stream(["two"], model="m")
-    with StandIn({"m": [Episode([Send(f) for f in one]), Episode([Send(f) for f in two])]},
-                 usage="scripted") as server, httpx.Client() as client:
+    with (
+        StandIn({"m": [Episode([Send(f) for f in one]), Episode([Send(f) for f in two])]}, usage="scripted") as server,
+        httpx.Client() as client,
+    ):
         texts = [post(client, server, "chat/completions", ASK).content for _ in range(3)]
         assert texts == [b"".join(one), b"".join(two), b"".join(two)]
         assert [r.episode for r in server.records()] == [0, 1, 1]
@@ -119,14 +125,31 @@ def test_episodes_play_in_order_and_the_last_repeats():
 
 
 def test_error_episode_then_stream_with_retry_headers():
-    script = {"m": [error_episode(429, "slow down", type="rate_limit_exceeded", code="rate_limit_exceeded",
-                                  retry_after=2, retry_after_ms=150), Episode([Send(f) for f in CHAT])]}
+    script = {
+        "m": [
+            error_episode(
+                429,
+                "slow down",
+                type="rate_limit_exceeded",
+                code="rate_limit_exceeded",
+                retry_after=2,
+                retry_after_ms=150,
+            ),
+            Episode([Send(f) for f in CHAT]),
+        ]
+    }
     with StandIn(script, usage="scripted") as server, httpx.Client() as client:
         r = post(client, server, "chat/completions", ASK)
         assert r.status_code == 429
         assert r.headers["retry-after-ms"] == "150" and r.headers["retry-after"] == "2"
-        assert r.json() == {"error": {"message": "slow down", "type": "rate_limit_exceeded", "param": None,
-                                      "code": "rate_limit_exceeded"}}
+        assert r.json() == {
+            "error": {
+                "message": "slow down",
+                "type": "rate_limit_exceeded",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        }
         r = post(client, server, "chat/completions", ASK)
         assert r.status_code == 200 and r.content == b"".join(CHAT)
         assert server.wait_idle()  # the record is completed just after the last byte is handed to the client
@@ -136,8 +159,11 @@ def test_error_episode_then_stream_with_retry_headers():
 def test_error_episode_accepts_http_date_and_custom_body():
     ep = error_episode(503, "busy", retry_after="Wed, 21 Oct 2015 07:28:00 GMT")
     assert ("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT") in ep.headers
-    custom = ErrorEpisode(500, {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}},
-                          (("x-request-id", "req_1"),))
+    custom = ErrorEpisode(
+        500,
+        {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}},
+        (("x-request-id", "req_1"),),
+    )
     with StandIn({"m": custom}) as server, httpx.Client() as client:
         r = post(client, server, "chat/completions", {"model": "m", "messages": HI})
         assert r.status_code == 500 and r.headers["x-request-id"] == "req_1"
@@ -194,8 +220,10 @@ def test_cut_closes_without_the_terminating_chunk():
     half = CHAT[3][: CHAT[3].index(b"\xc3") + 1]  # stop inside the two-byte character
     with StandIn({"m": Episode([Send(CHAT[0]), Send(half), Cut()])}) as server:
         body = json.dumps(ASK).encode()
-        reply = raw_request(server.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        reply = raw_request(
+            server.port,
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body),
+        )
         chunks, terminated = dechunk(reply.partition(b"\r\n\r\n")[2])
         assert chunks == [CHAT[0], half] and not terminated
         server.wait_idle()
@@ -232,8 +260,7 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
     try:
         ok = {"model": "ok", "messages": HI, "stream": True}
         post(client, server, "chat/completions", ok)  # leaves a kept-alive connection
-        stalled = client.send(client.build_request("POST", server.url("chat/completions"),
-                                                   json=ASK), stream=True)
+        stalled = client.send(client.build_request("POST", server.url("chat/completions"), json=ASK), stream=True)
         chunks = stalled.iter_bytes()  # keep the generator: dropping it would close the response
         assert next(chunks) == CHAT[0]
         t0 = time.perf_counter()
@@ -257,8 +284,14 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
         ("POST", "/v1/chat/completions", b"[1, 2]", {}, 400, "must be a JSON object"),
         ("POST", "/v1/chat/completions", b'{"stream": true}', {}, 400, "model"),
         ("POST", "/v1/chat/completions", b'{"model": 7}', {}, 400, "model"),
-        ("POST", "/v1/chat/completions", b'{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}', {}, 404,
-         "does not exist"),
+        (
+            "POST",
+            "/v1/chat/completions",
+            b'{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}',
+            {},
+            404,
+            "does not exist",
+        ),
         ("POST", "/v1/responses", b"", {}, 400, "missing request body"),
         ("GET", "/v1/chat/completions", b"", {}, 405, "use POST"),
         ("DELETE", "/v1/responses/resp_x", b"", {}, 405, "use GET"),
@@ -276,8 +309,10 @@ def test_stop_ends_stalls_and_idle_keep_alive_connections():
 def test_malformed_requests_get_openai_shaped_errors_and_the_server_keeps_serving(
     method, path, content, headers, status, fragment
 ):
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_body_bytes=1000, usage="scripted") as server, \
-            httpx.Client() as client:
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, max_body_bytes=1000, usage="scripted") as server,
+        httpx.Client() as client,
+    ):
         r = client.request(method, f"http://127.0.0.1:{server.port}{path}", content=content, headers=headers)
         assert r.status_code == status
         err = r.json()["error"]
@@ -301,8 +336,11 @@ def test_garbage_request_line_and_bad_content_length_get_json_errors():
         assert json.loads(reply.partition(b"\r\n\r\n")[2])["error"]["type"] == "invalid_request_error"
         reply = raw_request(server.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -3\r\n\r\n")
         assert b" 400 " in reply.split(b"\r\n", 1)[0] and b"Content-Length" in reply
-        reply = raw_request(server.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                            b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+        reply = raw_request(
+            server.port,
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        )
         assert b" 411 " in reply.split(b"\r\n", 1)[0]
         with httpx.Client() as client:
             assert post(client, server, "chat/completions", ASK).status_code == 200
@@ -329,8 +367,7 @@ def test_last_event_id_skips_partial_sends_and_their_waits():
     steps = [Wait(0.3), Send(pieces[0]), Wait(0.3), Send(pieces[1]), Send(pieces[2])]
     with StandIn({"m": Episode(steps)}) as server, httpx.Client() as client:
         t0 = time.perf_counter()
-        r = client.post(server.url("chat/completions"), json=ASK,
-                        headers={"Last-Event-ID": "2"})
+        r = client.post(server.url("chat/completions"), json=ASK, headers={"Last-Event-ID": "2"})
         assert r.content == frames[2]
         assert time.perf_counter() - t0 < 0.6  # the waits before already-delivered bytes are skipped
 
@@ -354,8 +391,7 @@ def test_stored_response_cuts_each_get_where_told():
     stored = StoredResponse.from_frames(RESP, cuts=(10, None))
     with StandIn({}, stored={"resp_demo": stored}) as server, httpx.Client() as client:
         url = server.url("responses/resp_demo")
-        with pytest.raises(httpx.RemoteProtocolError), \
-                client.stream("GET", url, params={"stream": "true"}) as r:
+        with pytest.raises(httpx.RemoteProtocolError), client.stream("GET", url, params={"stream": "true"}) as r:
             got = bytearray()
             for chunk in r.iter_bytes():
                 got += chunk
@@ -368,8 +404,10 @@ def test_background_episode_is_stored_and_resumable():
     whole = StoredResponse.from_frames(RESP)
     script = {"bg": Episode([Send(f) for f in RESP[:7]] + [Cut()], store_as="resp_demo", stored=whole)}
     with StandIn(script) as server, httpx.Client() as client:
-        with pytest.raises(httpx.RemoteProtocolError), client.stream(
-                "POST", server.url("responses"), json={"model": "bg", "input": "hi", "stream": True}) as r:
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            client.stream("POST", server.url("responses"), json={"model": "bg", "input": "hi", "stream": True}) as r,
+        ):
             got = bytearray()
             for chunk in r.iter_bytes():
                 got += chunk
@@ -516,8 +554,12 @@ def test_cli_standin_serves_a_scenario_until_ctrl_c():
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "standin", "--scenario", "ttft", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlab", "standin", "--scenario", "ttft", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         for line in proc.stdout:
@@ -529,8 +571,10 @@ def test_cli_standin_serves_a_scenario_until_ctrl_c():
         assert f"curl -N {base}/chat/completions" in banner and '"model": "scheduled"' in banner
         assert f"OpenAI(base_url='{base}'" in banner
         with httpx.Client() as client:
-            r = client.post(base + "/chat/completions", json={"model": "scheduled", "stream": True,
-                                                              "messages": [{"role": "user", "content": "hi"}]})
+            r = client.post(
+                base + "/chat/completions",
+                json={"model": "scheduled", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+            )
         events, truncated = parse(r.content)
         assert r.status_code == 200 and events[-1].data == "[DONE]" and not truncated
         proc.send_signal(signal.SIGINT)
@@ -560,8 +604,9 @@ def test_cli_standin_help_list_and_bad_scenario():
     import sys
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "streamlab", "standin", *args], capture_output=True, text=True,
-                              timeout=30)
+        return subprocess.run(
+            [sys.executable, "-m", "streamlab", "standin", *args], capture_output=True, text=True, timeout=30
+        )
 
     assert "--scenario" in run("--help").stdout
     listed = run("--list").stdout

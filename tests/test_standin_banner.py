@@ -23,8 +23,12 @@ def _sdk_snippet(banner: str) -> str:
 
 
 def test_the_banner_sdk_snippet_prints_the_text_and_no_none() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "standin", "--scenario", "ttft", "--port", "0",
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlab", "standin", "--scenario", "ttft", "--port", "0", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         for line in proc.stdout:

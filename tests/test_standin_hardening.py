@@ -66,10 +66,14 @@ def json_of(reply: bytes) -> dict:
     return json.loads(reply.partition(b"\r\n\r\n")[2])
 
 
-
 def post_head(body: bytes, *extra: bytes) -> bytes:
-    lines = [b"POST /v1/chat/completions HTTP/1.1", b"Host: x", b"Content-Type: application/json",
-             b"Content-Length: %d" % len(body), *extra]
+    lines = [
+        b"POST /v1/chat/completions HTTP/1.1",
+        b"Host: x",
+        b"Content-Type: application/json",
+        b"Content-Length: %d" % len(body),
+        *extra,
+    ]
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
@@ -107,18 +111,27 @@ def test_stop_during_a_final_stall_records_stopped_and_never_ends_the_body_clean
 # -- requests checked like the real API -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("path", "body", "headers", "fragment"), [
-    ("chat/completions", b"[" * 100_000, {}, "nested too deeply"),
-    ("chat/completions", b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
-     {"Content-Type": "text/plain"}, "Content-Type"),
-    ("chat/completions", b'{"model": "m", "stream": true}', {}, "'messages'"),
-    ("responses", b'{"model": "m", "stream": true}', {}, "'input'"),
-    ("chat/completions", b'{"messages": [{"role": "user", "content": "hi"}]}', {}, "model"),
-])
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "fragment"),
+    [
+        ("chat/completions", b"[" * 100_000, {}, "nested too deeply"),
+        (
+            "chat/completions",
+            b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+            {"Content-Type": "text/plain"},
+            "Content-Type",
+        ),
+        ("chat/completions", b'{"model": "m", "stream": true}', {}, "'messages'"),
+        ("responses", b'{"model": "m", "stream": true}', {}, "'input'"),
+        ("chat/completions", b'{"messages": [{"role": "user", "content": "hi"}]}', {}, "model"),
+    ],
+)
 def test_bad_requests_get_an_openai_shaped_400_and_a_finished_record(path, body, headers, fragment):
     # usage="scripted": the request after the refusal must get every scripted byte, the usage chunk included
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, require_input=True, usage="scripted") as server, \
-            httpx.Client() as client:
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, require_input=True, usage="scripted") as server,
+        httpx.Client() as client,
+    ):
         r = client.post(server.url(path), content=body, headers={"Content-Type": "application/json", **headers})
         assert r.status_code == 400
         err = r.json()["error"]
@@ -130,29 +143,55 @@ def test_bad_requests_get_an_openai_shaped_400_and_a_finished_record(path, body,
         assert ok.status_code == 200 and ok.content == b"".join(CHAT)
 
 
-@pytest.mark.parametrize(("body", "message", "param", "code"), [
-    ({"model": "m", "messages": [], "stream": True},
-     "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
-     "messages", "empty_array"),
-    ({"model": "m", "messages": "hi", "stream": True},
-     "Invalid type for 'messages': expected an array of objects, but got a string instead.", "messages",
-     "invalid_type"),
-    ({"model": "m", "messages": ["hi"], "stream": True},
-     "Invalid type for 'messages[0]': expected an object, but got a string instead.", "messages[0]", "invalid_type"),
-    ({"model": "m", "messages": [{"role": "user", "content": "a"}, {"content": "b"}], "stream": True},
-     "Missing required parameter: 'messages[1].role'.", "messages[1].role", "missing_required_parameter"),
-    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
-     "Invalid type for 'stream': expected a boolean, but got a string instead.", "stream", "invalid_type"),
-    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": True}},
-     "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", None),
-])
+@pytest.mark.parametrize(
+    ("body", "message", "param", "code"),
+    [
+        (
+            {"model": "m", "messages": [], "stream": True},
+            "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+            "messages",
+            "empty_array",
+        ),
+        (
+            {"model": "m", "messages": "hi", "stream": True},
+            "Invalid type for 'messages': expected an array of objects, but got a string instead.",
+            "messages",
+            "invalid_type",
+        ),
+        (
+            {"model": "m", "messages": ["hi"], "stream": True},
+            "Invalid type for 'messages[0]': expected an object, but got a string instead.",
+            "messages[0]",
+            "invalid_type",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "a"}, {"content": "b"}], "stream": True},
+            "Missing required parameter: 'messages[1].role'.",
+            "messages[1].role",
+            "missing_required_parameter",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
+            "Invalid type for 'stream': expected a boolean, but got a string instead.",
+            "stream",
+            "invalid_type",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": True}},
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            "stream_options",
+            None,
+        ),
+    ],
+)
 def test_the_real_apis_other_refusals_come_with_its_message_param_and_code(body, message, param, code):
     # The texts are the real API's (as its 400s quote them), so a learner's error handling meets the same words.
     with StandIn({"m": Episode([Send(f) for f in CHAT])}) as server, httpx.Client() as client:
         r = client.post(server.url("chat/completions"), json=body)
         assert r.status_code == 400
-        assert r.json() == {"error": {"message": message, "type": "invalid_request_error", "param": param,
-                                      "code": code}}
+        assert r.json() == {
+            "error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+        }
 
 
 def test_the_official_sdk_raises_bad_request_for_an_empty_message_list():
@@ -168,8 +207,10 @@ def test_the_official_sdk_raises_bad_request_for_an_empty_message_list():
 
 
 def test_a_lenient_stand_in_still_streams_an_empty_message_list():
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, require_input=False, usage="scripted") as server, \
-            httpx.Client() as client:
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, require_input=False, usage="scripted") as server,
+        httpx.Client() as client,
+    ):
         r = client.post(server.url("chat/completions"), json={"model": "m", "messages": [], "stream": True})
         assert r.status_code == 200 and r.content == b"".join(CHAT)
 
@@ -193,12 +234,15 @@ def test_oversize_body_gets_413_before_any_100_continue():
             assert status_of(read_all(sock)) == 200
 
 
-@pytest.mark.parametrize(("raw", "status", "fragment"), [
-    (post_head(b"{}", b"Content-Length: 7"), 400, "conflicting Content-Length"),
-    (b"GET /\r\n", 400, "HTTP/0.9"),
-    (b"GET / HTTP/3.0\r\n\r\n", 505, "not supported"),
-    (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431, "head"),
-])
+@pytest.mark.parametrize(
+    ("raw", "status", "fragment"),
+    [
+        (post_head(b"{}", b"Content-Length: 7"), 400, "conflicting Content-Length"),
+        (b"GET /\r\n", 400, "HTTP/0.9"),
+        (b"GET / HTTP/3.0\r\n\r\n", 505, "not supported"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431, "head"),
+    ],
+)
 def test_malformed_heads_get_a_reply_not_silence(raw, status, fragment):
     with StandIn({"m": Episode([Send(f) for f in CHAT])}) as server:
         reply = exchange(server.port, raw)
@@ -211,14 +255,19 @@ def test_malformed_heads_get_a_reply_not_silence(raw, status, fragment):
 
 
 def test_usage_chunk_only_when_asked_so_the_sdk_loop_never_sees_empty_choices():
-    with StandIn({"m": Episode(paced(CHAT, gap=0.005))}, usage="requested") as server, \
-            openai.OpenAI(base_url=server.base_url, api_key="ada", max_retries=0, timeout=10) as client:
+    with (
+        StandIn({"m": Episode(paced(CHAT, gap=0.005))}, usage="requested") as server,
+        openai.OpenAI(base_url=server.base_url, api_key="ada", max_retries=0, timeout=10) as client,
+    ):
         messages = [{"role": "user", "content": "hi"}]
         stream = client.chat.completions.create(model="m", messages=messages, stream=True)
         text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)  # IndexError on a usage chunk
         assert text == "Hello w\u00f6rld"
-        chunks = list(client.chat.completions.create(model="m", messages=messages, stream=True,
-                                                     stream_options={"include_usage": True}))
+        chunks = list(
+            client.chat.completions.create(
+                model="m", messages=messages, stream=True, stream_options={"include_usage": True}
+            )
+        )
         assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 3
         server.wait_idle()
         first, second = server.records()
@@ -284,9 +333,12 @@ def test_connections_over_the_cap_get_a_503_and_the_slot_comes_back():
 
 def test_records_are_a_bounded_ring_with_totals_and_a_feed_of_finished_requests():
     finished: queue.Queue = queue.Queue()
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_records=5, max_record_bytes=100,
-                 usage="scripted") as server, \
-            httpx.Client() as client:
+    with (
+        StandIn(
+            {"m": Episode([Send(f) for f in CHAT])}, max_records=5, max_record_bytes=100, usage="scripted"
+        ) as server,
+        httpx.Client() as client,
+    ):
         unsubscribe = server.subscribe(finished.put)
         for _ in range(12):
             client.post(server.url("chat/completions"), json=ASK)
@@ -304,8 +356,12 @@ def test_records_are_a_bounded_ring_with_totals_and_a_feed_of_finished_requests(
 
 
 def test_cli_quiet_prints_no_request_lines():
-    proc = subprocess.Popen([sys.executable, "-m", "streamlab", "standin", "--scenario", "flaky", "--port", "0",
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlab", "standin", "--scenario", "flaky", "--port", "0", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         for line in proc.stdout:

@@ -30,8 +30,11 @@ def test_two_learners_each_get_their_own_first_429_and_their_own_cut():
             with openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0, timeout=10) as sdk:
                 with pytest.raises(openai.RateLimitError):
                     sdk.chat.completions.create(model="flaky", messages=MESSAGES, stream=True)
-                text = "".join(c.choices[0].delta.content or "" for c in
-                               sdk.chat.completions.create(model="flaky", messages=MESSAGES, stream=True) if c.choices)
+                text = "".join(
+                    c.choices[0].delta.content or ""
+                    for c in sdk.chat.completions.create(model="flaky", messages=MESSAGES, stream=True)
+                    if c.choices
+                )
                 assert text == "Hello w\u00f6rld"
             with learner(server, key) as client:
                 body = {"model": "cutoff", "messages": MESSAGES, "stream": True}
@@ -47,11 +50,16 @@ def test_two_learners_each_get_their_own_first_429_and_their_own_cut():
 
 def test_one_learners_cancel_never_touches_another_learners_stream():
     frames = shapes.responses_text_stream([f"w{i} " for i in range(100)], model="bg", response_id="resp_long")
-    with StandIn({"bg": Episode(paced(frames, gap=0.01), store_as="resp_long")}) as server, \
-            learner(server, "ada") as ada, learner(server, "bob") as bob:
+    with (
+        StandIn({"bg": Episode(paced(frames, gap=0.01), store_as="resp_long")}) as server,
+        learner(server, "ada") as ada,
+        learner(server, "bob") as bob,
+    ):
         body = {"model": "bg", "input": "hi", "stream": True}
-        with ada.stream("POST", server.url("responses"), json=body) as a, \
-                bob.stream("POST", server.url("responses"), json=body) as b:
+        with (
+            ada.stream("POST", server.url("responses"), json=body) as a,
+            bob.stream("POST", server.url("responses"), json=body) as b,
+        ):
             a_chunks, b_chunks = a.iter_bytes(), b.iter_bytes()
             next(a_chunks), next(b_chunks)
             cancel = ada.post(server.url("responses/resp_long/cancel"))

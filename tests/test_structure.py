@@ -21,13 +21,17 @@ import streamlab
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "streamlab"
-MODULES = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-           for p in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in p.parts}
+MODULES = {
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+    for p in sorted(PACKAGE.rglob("*.py"))
+    if "__pycache__" not in p.parts
+}
 
 
 def _flags_parse(source: str) -> ast.Module:
-    source = "\n".join(("pass  #" + line) if line.lstrip().startswith(("%", "!")) else line
-                       for line in source.split("\n"))
+    source = "\n".join(
+        ("pass  #" + line) if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n")
+    )
     return compile(source, "<cell>", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
@@ -79,17 +83,22 @@ def test_all_names_only_what_the_module_defines(module: str) -> None:
 def _imports(module: str) -> list[ast.ImportFrom | ast.Import]:
     """Every import of the module at any depth, except those under `if TYPE_CHECKING:`."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
-    guarded = [node for node in ast.walk(tree)
-               if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)]
+    guarded = [
+        node for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+    ]
     skipped = {id(n) for node in guarded for n in ast.walk(node)}
     return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in skipped]
 
 
 @pytest.mark.parametrize("module", list(MODULES))
 def test_no_private_name_is_imported_across_modules(module: str) -> None:
-    private = [f"{n.module}.{a.name}" for n in _imports(module) if isinstance(n, ast.ImportFrom)
-               and (n.module or "").startswith("streamlab") for a in n.names
-               if a.name.startswith("_") and not a.name.startswith("__")]
+    private = [
+        f"{n.module}.{a.name}"
+        for n in _imports(module)
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("streamlab")
+        for a in n.names
+        if a.name.startswith("_") and not a.name.startswith("__")
+    ]
     assert not private, f"{module} imports private names: {private}"
 
 
@@ -97,8 +106,11 @@ def _edges() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {m: set() for m in MODULES}
     for module in MODULES:
         for node in _imports(module):
-            targets = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                       else [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names])
+            targets = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            )
             edges[module].update(t for t in targets if t in MODULES and t != module)
     return edges
 
@@ -119,7 +131,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
             if _layer(nxt) != _layer(node):
                 continue
             if state.get(nxt) == 1:
-                cycles.append(path[path.index(nxt):] + [nxt])
+                cycles.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in state:
                 walk(nxt, path + [nxt])
         state[node] = 2
@@ -136,8 +148,12 @@ def test_no_import_cycle_inside_a_layer() -> None:
 
 
 def test_the_cycle_finder_sees_cycles_inside_a_layer_only() -> None:
-    edges = {"streamlab.core.a": {"streamlab.core.b"}, "streamlab.core.b": {"streamlab.core.c"},
-             "streamlab.core.c": {"streamlab.core.a"}, "streamlab.net.x": {"streamlab.core.a"}}
+    edges = {
+        "streamlab.core.a": {"streamlab.core.b"},
+        "streamlab.core.b": {"streamlab.core.c"},
+        "streamlab.core.c": {"streamlab.core.a"},
+        "streamlab.net.x": {"streamlab.core.a"},
+    }
     assert _cycles(edges) == [["streamlab.core.a", "streamlab.core.b", "streamlab.core.c", "streamlab.core.a"]]
     assert _cycles({"streamlab.core.a": {"streamlab.net.x"}, "streamlab.net.x": {"streamlab.core.a"}}) == []
 
@@ -174,8 +190,9 @@ def test_labs_import_from_streamlab_or_the_defining_module(lab: Path) -> None:
                 elif public is not None and _home(node.module, alias.name) == public:
                     problems.append(f"from {node.module} import {alias.name}: public, import it from streamlab")
                 elif _home(node.module, alias.name) != node.module:
-                    problems.append(f"from {node.module} import {alias.name}: defined in "
-                                    f"{_home(node.module, alias.name)}")
+                    problems.append(
+                        f"from {node.module} import {alias.name}: defined in {_home(node.module, alias.name)}"
+                    )
     assert not problems, f"{lab.name}:\n" + "\n".join(problems)
 
 
@@ -202,8 +219,11 @@ def _design_tree() -> set[str]:
 
 
 def test_design_tree_and_the_package_agree() -> None:
-    drawn = {d for d in _design_tree() if d.startswith("streamlab/") and not d.startswith("streamlab/data/")
-             and d != "streamlab/__init__.py"}
+    drawn = {
+        d
+        for d in _design_tree()
+        if d.startswith("streamlab/") and not d.startswith("streamlab/data/") and d != "streamlab/__init__.py"
+    }
     real = {p.relative_to(ROOT).as_posix() for p in MODULES.values()} - {"streamlab/__init__.py"}
     real = {r for r in real if not r.startswith("streamlab/data/") and r != "streamlab/__main__.py"}
     assert not drawn - real, f"DESIGN.md's tree names modules that do not exist: {sorted(drawn - real)}"

@@ -307,8 +307,11 @@ def test_load_timings_names_the_file_and_the_bad_entry(tmp_path) -> None:
     from streamlab.core.metrics import load_timings
 
     bad = tmp_path / "bad.json"
-    bad.write_text('{"timings": [{"label": "ok", "total": 1, "points": [[0.5, 3]]},'
-                   ' {"label": "x", "total": 1, "points": [[0.5, 3], [0.4, 5]]}]}', encoding="utf-8")
+    bad.write_text(
+        '{"timings": [{"label": "ok", "total": 1, "points": [[0.5, 3]]},'
+        ' {"label": "x", "total": 1, "points": [[0.5, 3], [0.4, 5]]}]}',
+        encoding="utf-8",
+    )
     with pytest.raises(ValueError, match=r"bad\.json: timings\[1\] is malformed: .*point 1"):
         load_timings(bad)
     bad.write_text("not json", encoding="utf-8")

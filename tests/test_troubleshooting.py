@@ -147,8 +147,9 @@ def test_done_marker_is_not_json_and_the_accumulator_tests_it_first():
 def test_mojibake_a_chunk_cut_inside_a_character_garbles_per_chunk_decoding_and_not_the_byte_parser(server):
     frames = shapes.chat_text_stream(["Crème ", "brûlée"])
     cut = frames[1].index("è".encode()) + 1
-    server.set_scripts({"accents": Episode([Send(frames[0]), Send(frames[1][:cut]), Send(frames[1][cut:]),
-                                            *_sends(frames[2:])])})
+    server.set_scripts(
+        {"accents": Episode([Send(frames[0]), Send(frames[1][:cut]), Send(frames[1][cut:]), *_sends(frames[2:])])}
+    )
     chunks = _chunks_of(server.url("chat/completions"), {"model": "accents", "stream": True, **ASK})
     assert chunks[1].endswith(b"\xc3") and chunks[2].startswith(b"\xa8")  # each Send arrived as one chunk
     with pytest.raises(UnicodeDecodeError):
@@ -165,7 +166,7 @@ def test_mojibake_a_chunk_cut_inside_a_character_garbles_per_chunk_decoding_and_
 def test_crlf_stream_has_no_event_for_a_loop_that_searches_for_lf_lf():
     raw = b"".join(HELLO).replace(b"\n", b"\r\n")
     assert _events(broken.BlankLineIsLFLF(), [raw]) == []
-    between_cr_and_lf = [i + 1 for i in range(len(raw) - 1) if raw[i:i + 2] == b"\r\n"]
+    between_cr_and_lf = [i + 1 for i in range(len(raw) - 1) if raw[i : i + 2] == b"\r\n"]
     for chunks in ([raw], chunks_at(raw, between_cr_and_lf)):
         events = _events(SSEParser(), chunks)
         assert len(events) == len(HELLO) and _text(events) == "Hello"
@@ -201,8 +202,9 @@ def test_repeated_text_a_retry_that_appends_repeats_the_start_and_a_restart_does
 
 def test_repeated_text_a_resume_without_cursor_replays_and_the_cursor_refuses_it(server):
     frames = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], response_id="resp_t09")
-    script = {"bg": Episode(_sends(frames[:7]) + [Cut()], store_as="resp_t09",
-                            stored=StoredResponse.from_frames(frames))}
+    script = {
+        "bg": Episode(_sends(frames[:7]) + [Cut()], store_as="resp_t09", stored=StoredResponse.from_frames(frames))
+    }
     body = {"model": "bg", "background": True, "input": "Four words."}
     server.set_scripts(script)
     acc = ResponsesAccumulator()
@@ -259,8 +261,13 @@ def test_no_usage_without_include_usage_nor_on_a_cut_stream(server, sdk):
 
 def test_tool_call_arguments_parse_only_whole_and_joined_by_index():
     frames = shapes.chat_tool_call_stream(interleave=True)
-    fragments = [frag for event in _events(SSEParser(), frames) if event.data != "[DONE]"
-                 for choice in json.loads(event.data)["choices"] for frag in choice["delta"].get("tool_calls") or []]
+    fragments = [
+        frag
+        for event in _events(SSEParser(), frames)
+        if event.data != "[DONE]"
+        for choice in json.loads(event.data)["choices"]
+        for frag in choice["delta"].get("tool_calls") or []
+    ]
     with pytest.raises(json.JSONDecodeError):
         json.loads(next(f["function"]["arguments"] for f in fragments if f.get("function", {}).get("arguments")))
     by_arrival: list[str] = []
@@ -297,13 +304,17 @@ def test_tool_calls_from_a_cut_sdk_stream_are_refused(server, sdk):
 def test_hang_keep_alives_keep_a_read_timeout_from_firing_and_an_idle_timeout_catches_it(server):
     stall = shapes.chat_text_stream(["Still ", "thinking"])[:3]
     server.set_scripts({"stall": Episode(_sends(stall) + [Wait(0.05), KeepAlive()] * 20 + [Cut()])})
-    with pytest.raises(ConnectionBroken), \
-            stream_chat(server.base_url, {"model": "stall", **ASK}, read_timeout=1.0) as stream:
+    with (
+        pytest.raises(ConnectionBroken),
+        stream_chat(server.base_url, {"model": "stall", **ASK}, read_timeout=1.0) as stream,
+    ):
         for _ in stream:
             pass
     assert stream.end_reason is Ending.BROKEN and stream.raw.count(b": ping") == 20
-    with pytest.raises(IdleTimeout), \
-            stream_chat(server.base_url, {"model": "stall", **ASK}, read_timeout=1.0, idle_timeout=0.3) as stream:
+    with (
+        pytest.raises(IdleTimeout),
+        stream_chat(server.base_url, {"model": "stall", **ASK}, read_timeout=1.0, idle_timeout=0.3) as stream,
+    ):
         for _ in stream:
             pass
     assert stream.end_reason is Ending.IDLE_TIMEOUT and len(stream.events) == 3
@@ -375,8 +386,11 @@ def test_buffering_relay_delivers_after_the_last_write_and_the_reference_relay_s
 
     async def buffering_relay(request):
         async with httpx.AsyncClient(timeout=10) as http:
-            upstream = await http.post(server.url("chat/completions"), content=await request.body(),
-                                       headers={"content-type": "application/json"})
+            upstream = await http.post(
+                server.url("chat/completions"),
+                content=await request.body(),
+                headers={"content-type": "application/json"},
+            )
         return Response(upstream.content, status_code=upstream.status_code, media_type="text/event-stream")
 
     def first_text_and_headers(base_url: str) -> tuple[float, httpx.Headers]:
@@ -477,8 +491,12 @@ def _anchor(heading: str) -> str:
 
 def _anchors(path: Path) -> set[str]:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return {_anchor(m.group(1)) for c in cells if c["cell_type"] == "markdown"
-            for m in re.finditer(r"^#{1,6} +(.+)$", _source(c), re.M)}
+    return {
+        _anchor(m.group(1))
+        for c in cells
+        if c["cell_type"] == "markdown"
+        for m in re.finditer(r"^#{1,6} +(.+)$", _source(c), re.M)
+    }
 
 
 def test_every_symptom_section_reproduces_explains_fixes_and_links_the_lab_that_teaches_it():

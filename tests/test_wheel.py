@@ -30,8 +30,11 @@ pytestmark = pytest.mark.slow
 
 
 def _files(folder: Path) -> set[str]:
-    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
 
 
 def _can_build_without_isolation() -> bool:
@@ -60,8 +63,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         args.append("--no-build-isolation")
     out = _run([*args, src], cwd=tmp)
     if out.returncode != 0:
-        unobtainable = re.search(r"(No matching distribution|Could not find a version that satisfies).*setuptools",
-                                 out.stdout + out.stderr)
+        unobtainable = re.search(
+            r"(No matching distribution|Could not find a version that satisfies).*setuptools", out.stdout + out.stderr
+        )
         if unobtainable:
             pytest.skip(f"pip cannot get the build backend offline: {unobtainable.group(0)}")
         pytest.fail(f"pip wheel failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
@@ -76,8 +80,22 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv.EnvBuilder(with_pip=False, clear=True).create(env_dir)
     bin_dir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     python = bin_dir / ("python.exe" if os.name == "nt" else "python")
-    out = _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "--no-input",
-                "--quiet", wheel], cwd=env_dir)
+    out = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--no-input",
+            "--quiet",
+            wheel,
+        ],
+        cwd=env_dir,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return bin_dir
 
@@ -108,8 +126,11 @@ def test_installed_wheel_fuzzes_every_fixture_from_any_folder(installed: Path, t
     elsewhere.mkdir()
     env = _clean_env(installed)
     python = installed / ("python.exe" if os.name == "nt" else "python")
-    probe = _run([python, "-c", "import importlib.util as u; print(u.find_spec('httpx'), u.find_spec('matplotlib'))"],
-                 cwd=elsewhere, env=env)
+    probe = _run(
+        [python, "-c", "import importlib.util as u; print(u.find_spec('httpx'), u.find_spec('matplotlib'))"],
+        cwd=elsewhere,
+        env=env,
+    )
     assert probe.stdout.split() == ["None", "None"], "the fresh venv must not see the I/O and plotting libraries"
 
     streamlab = shutil.which("streamlab", path=str(installed))

@@ -42,8 +42,19 @@ LABS_URL = "/lab/tree/notebooks/README.md"
 """Where the image opens: the labs' index, rendered (postBuild sets it)."""
 LAB_EXTRAS = frozenset({"lab", "peers"})
 """The extras the labs need in the image: JupyterLab and a kernel, and the libraries the labs drive."""
-KEEP_IN_IMAGE = (".git", "notebooks", "data", "streamlab", "tools", "environment.yml", "constraints.txt",
-                 "pyproject.toml", "postBuild", "README.md", "INSTRUCTORS.md")
+KEEP_IN_IMAGE = (
+    ".git",
+    "notebooks",
+    "data",
+    "streamlab",
+    "tools",
+    "environment.yml",
+    "constraints.txt",
+    "pyproject.toml",
+    "postBuild",
+    "README.md",
+    "INSTRUCTORS.md",
+)
 """What .dockerignore must not leave out: the labs, the package, the build inputs, and .git (learners reset a
 notebook with git)."""
 MUST_IGNORE = (".venv",)
@@ -106,30 +117,40 @@ def environment_problems(root: Path = ROOT) -> list[str]:
     version = python_version(env)
     floor = re.search(r">=\s*(\d+\.\d+)", pyproject["project"].get("requires-python", ""))
     if version is None:
-        problems.append("environment.yml: no exact `python=X.Y`: repo2docker would use its default Python, which "
-                        "moves with its releases")
+        problems.append(
+            "environment.yml: no exact `python=X.Y`: repo2docker would use its default Python, which "
+            "moves with its releases"
+        )
     elif floor and tuple(map(int, version.split("."))) < tuple(map(int, floor.group(1).split("."))):
         problems.append(f"environment.yml: python={version} is older than pyproject's requires-python")
     lines = _pip_lines(env)
     options = [line.split(None, 1) for line in lines if line.startswith("-")]
-    constraints = [arg.strip().strip("\"'") for flag, *rest in options if flag in ("-c", "--constraint")
-                   for arg in rest]
+    constraints = [
+        arg.strip().strip("\"'") for flag, *rest in options if flag in ("-c", "--constraint") for arg in rest
+    ]
     if not constraints:
-        problems.append("environment.yml: the pip section has no `-c constraints.txt`: the image would not get the "
-                        "versions the committed outputs were made with")
-    problems += [f"environment.yml: `-c {c}` names no file beside environment.yml" for c in constraints
-                 if not (path.parent / c).is_file()]
+        problems.append(
+            "environment.yml: the pip section has no `-c constraints.txt`: the image would not get the "
+            "versions the committed outputs were made with"
+        )
+    problems += [
+        f"environment.yml: `-c {c}` names no file beside environment.yml"
+        for c in constraints
+        if not (path.parent / c).is_file()
+    ]
     editable = [arg.strip().strip("\"'") for flag, *rest in options if flag in ("-e", "--editable") for arg in rest]
     if not editable:
-        problems.append("environment.yml: the pip section does not install the project (`-e \".[all]\"`)")
+        problems.append('environment.yml: the pip section does not install the project (`-e ".[all]"`)')
     for spec in editable:
         missing = LAB_EXTRAS - _extras(spec, pyproject)
         if missing:
             problems.append(f"environment.yml: `-e {spec}` leaves out the extras the labs need: {sorted(missing)}")
     if not any(re.match(r"notebook\s*[<>=~!]", line) for line in lines):
-        problems.append("environment.yml: no `notebook` requirement: repo2docker's base environment keeps a notebook "
-                        "that requires an older JupyterLab than constraints.txt pins, and its command is `jupyter "
-                        "notebook`")
+        problems.append(
+            "environment.yml: no `notebook` requirement: repo2docker's base environment keeps a notebook "
+            "that requires an older JupyterLab than constraints.txt pins, and its command is `jupyter "
+            "notebook`"
+        )
     return problems
 
 
@@ -155,8 +176,9 @@ def postbuild_problems(root: Path = ROOT) -> list[str]:
     if mode not in (None, "100755"):
         problems.append(f"postBuild is committed with mode {mode}, not 100755 (git update-index --chmod=+x postBuild)")
     if not text.startswith("#!/bin/bash\n") or "set -euo pipefail" not in text:
-        problems.append("postBuild should start with #!/bin/bash and `set -euo pipefail`, so a failed step fails "
-                        "the build")
+        problems.append(
+            "postBuild should start with #!/bin/bash and `set -euo pipefail`, so a failed step fails the build"
+        )
     if f'LABS_URL="{LABS_URL}"' not in text or not (root / LABS_URL.removeprefix("/lab/tree/")).is_file():
         problems.append(f"postBuild should open {LABS_URL}, a file of this repository")
     for app in ("JupyterNotebookApp", "LabApp"):
@@ -168,11 +190,22 @@ def postbuild_problems(root: Path = ROOT) -> list[str]:
 def layout_problems(root: Path = ROOT) -> list[str]:
     """No binder/ folder (repo2docker would ignore the top-level files), and a .dockerignore that leaves the
     developer's .venv out of the image but keeps what the labs need."""
-    problems = [f"{name}/ exists: repo2docker would read its configuration there and ignore environment.yml and "
-                "postBuild at the top" for name in ("binder", ".binder") if (root / name).is_dir()]
+    problems = [
+        f"{name}/ exists: repo2docker would read its configuration there and ignore environment.yml and "
+        "postBuild at the top"
+        for name in ("binder", ".binder")
+        if (root / name).is_dir()
+    ]
     ignore = root / ".dockerignore"
-    patterns = [line.strip() for line in ignore.read_text(encoding="utf-8").splitlines()
-                if line.strip() and not line.lstrip().startswith("#")] if ignore.is_file() else []
+    patterns = (
+        [
+            line.strip()
+            for line in ignore.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+        if ignore.is_file()
+        else []
+    )
     for name in MUST_IGNORE:
         if not any(fnmatch.fnmatch(name, p) for p in patterns):
             problems.append(f".dockerignore does not leave out {name}: a working copy's build would copy it in")
@@ -189,8 +222,12 @@ def static_problems(root: Path = ROOT) -> list[str]:
 
 def render_dockerfile(repo2docker: str, root: Path = ROOT) -> tuple[str, str]:
     """Run `repo2docker --no-build --debug` on `root` (no Docker needed): (the Dockerfile, its log)."""
-    done = subprocess.run([repo2docker, "--no-build", "--debug", "--user-id", "1000", "--user-name", "jovyan",
-                           str(root)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [repo2docker, "--no-build", "--debug", "--user-id", "1000", "--user-name", "jovyan", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{repo2docker} --no-build --debug failed ({done.returncode}): {done.stderr[-2000:]}")
     return done.stdout, done.stderr
@@ -217,15 +254,19 @@ def dockerfile_problems(dockerfile: str, log: str, root: Path = ROOT) -> list[st
     if update is None:
         problems.append('the Dockerfile never runs `env update ... --file "environment.yml"` (the top-level file)')
     elif copy is None or copy > update:
-        problems.append("the repository is not copied in before environment.yml is installed: `-e .` and "
-                        "`-c constraints.txt` need it")
+        problems.append(
+            "the repository is not copied in before environment.yml is installed: `-e .` and "
+            "`-c constraints.txt` need it"
+        )
     if post is None:
         problems.append("the Dockerfile never runs ./postBuild")
     elif update is not None and post < update:
         problems.append("postBuild runs before environment.yml is installed")
     if cmd is None or cmd.group(1) != "jupyter" or cmd.group(2) not in ("notebook", "lab"):
-        problems.append(f"the image's command is {cmd.group(0) if cmd else 'missing'}: postBuild sets the default URL "
-                        "of `jupyter notebook` and `jupyter lab` only")
+        problems.append(
+            f"the image's command is {cmd.group(0) if cmd else 'missing'}: postBuild sets the default URL "
+            "of `jupyter notebook` and `jupyter lab` only"
+        )
     return problems
 
 
@@ -240,8 +281,11 @@ def find_repo2docker() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repo2docker", metavar="EXECUTABLE",
-                        help="jupyter-repo2docker to render the Dockerfile with (default: static checks only)")
+    parser.add_argument(
+        "--repo2docker",
+        metavar="EXECUTABLE",
+        help="jupyter-repo2docker to render the Dockerfile with (default: static checks only)",
+    )
     args = parser.parse_args(argv)
     problems = static_problems()
     if args.repo2docker:

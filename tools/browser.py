@@ -41,9 +41,17 @@ CHROMIUM_INSTALL = "apt-get install -y chromium"
 
 CHROMIUM_ARGS = (
     # A closed network refuses the browser's own background connections slowly: switch them all off.
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-default-apps", "--disable-extensions",
-    "--no-default-browser-check", "--disable-dev-shm-usage",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
 )
 
 SETTINGS = {
@@ -85,8 +93,15 @@ class JupyterLabServer:
     whose JupyterLab (and default `python3` kernel) run; `env` the environment for both.
     """
 
-    def __init__(self, root_dir: Path, *, python: str = sys.executable, env: dict[str, str] | None = None,
-                 log_path: Path | None = None, start_timeout: float = 180.0) -> None:
+    def __init__(
+        self,
+        root_dir: Path,
+        *,
+        python: str = sys.executable,
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+        start_timeout: float = 180.0,
+    ) -> None:
         self.root_dir = Path(root_dir)
         self.python = python
         self.env = dict(os.environ if env is None else env)
@@ -102,29 +117,48 @@ class JupyterLabServer:
         for folder in folders.values():
             folder.mkdir()
         config = {
-            "ServerApp": {"ip": "127.0.0.1", "port": 0, "port_retries": 0, "open_browser": False,
-                          "root_dir": str(self.root_dir), "allow_root": True,
-                          # loopback only, no token: the test client's REST calls need no XSRF cookie either
-                          "disable_check_xsrf": True},
+            "ServerApp": {
+                "ip": "127.0.0.1",
+                "port": 0,
+                "port_retries": 0,
+                "open_browser": False,
+                "root_dir": str(self.root_dir),
+                "allow_root": True,
+                # loopback only, no token: the test client's REST calls need no XSRF cookie either
+                "disable_check_xsrf": True,
+            },
             "IdentityProvider": {"token": ""},
-            "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
-                       "user_settings_dir": str(folders["settings"]), "workspaces_dir": str(folders["workspaces"])},
+            "LabApp": {
+                "news_url": None,
+                "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
+                "user_settings_dir": str(folders["settings"]),
+                "workspaces_dir": str(folders["workspaces"]),
+            },
         }
         (folders["config"] / "jupyter_server_config.json").write_text(json.dumps(config, indent=1))
         for plugin, values in SETTINGS.items():
             path = folders["settings"] / f"{plugin}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))
-        env = dict(self.env, JUPYTER_CONFIG_DIR=str(folders["config"]), JUPYTER_RUNTIME_DIR=str(folders["runtime"]),
-                   IPYTHONDIR=str(folders["ipython"]))
+        env = dict(
+            self.env,
+            JUPYTER_CONFIG_DIR=str(folders["config"]),
+            JUPYTER_RUNTIME_DIR=str(folders["runtime"]),
+            IPYTHONDIR=str(folders["ipython"]),
+        )
         env.pop("JUPYTER_TOKEN", None)
         return env
 
     def start(self) -> JupyterLabServer:
         env = self._write_config()
         with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen([self.python, "-m", "jupyterlab", "--no-browser"], env=env,
-                                             cwd=self.root_dir, stdout=log, stderr=subprocess.STDOUT)
+            self._process = subprocess.Popen(
+                [self.python, "-m", "jupyterlab", "--no-browser"],
+                env=env,
+                cwd=self.root_dir,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         runtime = self._home / "runtime"
         deadline = time.monotonic() + self.start_timeout
         while not self.url:
@@ -217,11 +251,19 @@ CELLS_JS = """
     mermaid: [...cell.querySelectorAll('.jp-RenderedMermaid')].map((m) => {
       const img = m.querySelector('figure > img');
       const src = img ? decodeURIComponent(img.getAttribute('src') || '') : '';
+      // How big it is on the page, and how big its text: Mermaid's font size (its <style>) times the scale the
+      // page draws the SVG at (displayed width over the viewBox's width).
+      const box = img ? img.getBoundingClientRect() : null;
+      const view = src.match(/viewBox="[-\\d.]+ [-\\d.]+ ([\\d.]+) ([\\d.]+)"/);
+      const font = src.match(/font-size:\\s*([\\d.]+)px/);
       return {
         warning: m.classList.contains('jp-mod-warning'),
         drawn: !!img && img.complete && img.naturalWidth > 0 && img.naturalHeight > 0,
         shapes: (src.match(/<(path|rect|polygon|circle|ellipse|line)\\b/g) || []).length,
         text: m.classList.contains('jp-mod-warning') ? (m.textContent || '').slice(0, 1000) : '',
+        width: box ? box.width : 0,
+        height: box ? box.height : 0,
+        text_px: box && view && font ? Number(font[1]) * box.width / Number(view[1]) : 0,
       };
     }),
   };
@@ -246,8 +288,10 @@ RUN_STATE_JS = """
 # Done: nothing queued, the kernel idle, and either every code cell ran or one shows an error (a cell that
 # raises stops the run: JupyterLab unqueues the cells after it). The notebook must start without execution
 # counts (outputs stripped), so that a number in a prompt can only come from this run.
-RUN_DONE_JS = f"(panel) => {{ const s = ({RUN_STATE_JS})(panel); return s.numbered > 0 && s.queued === 0 && " \
-              "s.status === 'idle' && (s.numbered === s.code || s.stderr); }"
+RUN_DONE_JS = (
+    f"(panel) => {{ const s = ({RUN_STATE_JS})(panel); return s.numbered > 0 && s.queued === 0 && "
+    "s.status === 'idle' && (s.numbered === s.code || s.stderr); }"
+)
 
 # An opening notebook: how many cells the page shows, and the kernel status in the status bar
 # ("Python 3 (ipykernel) | Idle").
@@ -287,12 +331,16 @@ class OutputView:
 
 @dataclass(frozen=True)
 class MermaidView:
-    """One Mermaid diagram as displayed: drawn (an image with a size), warning (JupyterLab's error box)."""
+    """One Mermaid diagram as displayed: drawn (an image with a size), warning (JupyterLab's error box), its size
+    on the page in CSS pixels, and the height its text is drawn at (0 when it cannot be read off the SVG)."""
 
     warning: bool
     drawn: bool
     shapes: int
     text: str
+    width: float = 0.0
+    height: float = 0.0
+    text_px: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -339,13 +387,18 @@ class NotebookPage:
         started = time.monotonic()
         self.page.goto(f"{self.base_url}/lab/tree/{self.path}?reset", timeout=timeout * 1000)
         try:
-            self.page.wait_for_function(f"(n) => {{ const s = ({OPEN_STATE_JS})(); return s.cells === n && "
-                                        "/\\| Idle$/.test(s.kernel); }", arg=cells, timeout=timeout * 1000,
-                                        polling=100)
+            self.page.wait_for_function(
+                f"(n) => {{ const s = ({OPEN_STATE_JS})(); return s.cells === n && /\\| Idle$/.test(s.kernel); }}",
+                arg=cells,
+                timeout=timeout * 1000,
+                polling=100,
+            )
         except PlaywrightTimeout:
             state = self.page.evaluate(OPEN_STATE_JS)
-            raise TimeoutError(f"{self.path} did not open within {timeout:.0f} s: the page shows {state['cells']} "
-                               f"cells (expected {cells}), kernel status {state['kernel']!r}") from None
+            raise TimeoutError(
+                f"{self.path} did not open within {timeout:.0f} s: the page shows {state['cells']} "
+                f"cells (expected {cells}), kernel status {state['kernel']!r}"
+            ) from None
         self.timings["open"] = time.monotonic() - started
 
     def restart_and_run_all(self, *, timeout: float = 300.0) -> None:
@@ -386,16 +439,23 @@ class NotebookPage:
         """What every cell shows now, in notebook order."""
         views = []
         for raw in self.notebook.evaluate(CELLS_JS):
-            views.append(CellView(
-                index=raw["index"], kind=raw["kind"], prompt=raw["prompt"],
-                outputs=tuple(OutputView(**o) for o in raw["outputs"]), stderr=tuple(raw["stderr"]),
-                mermaid=tuple(MermaidView(**m) for m in raw["mermaid"])))
+            views.append(
+                CellView(
+                    index=raw["index"],
+                    kind=raw["kind"],
+                    prompt=raw["prompt"],
+                    outputs=tuple(OutputView(**o) for o in raw["outputs"]),
+                    stderr=tuple(raw["stderr"]),
+                    mermaid=tuple(MermaidView(**m) for m in raw["mermaid"]),
+                )
+            )
         return sorted(views, key=lambda c: c.index)
 
     def widget_outputs(self, index: int) -> Locator:
         """The rendered widget views among cell `index`'s top-level outputs."""
         return self.cell(index).locator(
-            ".jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output > .jupyter-widgets")
+            ".jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output > .jupyter-widgets"
+        )
 
     def reveal(self, index: int, *, timeout: float = 30.0) -> None:
         """Scroll cell `index` to the top of the notebook and wait until it stays there. (Off-screen cells are

@@ -37,8 +37,10 @@ def line(indent: int, name: str, path: Path) -> str:
 
 def walk(folder: Path, indent: int) -> list[str]:
     out = []
-    entries = sorted((p for p in folder.iterdir() if p.name not in ("__pycache__", "data", "static")),
-                     key=lambda p: (p.is_dir(), p.name))
+    entries = sorted(
+        (p for p in folder.iterdir() if p.name not in ("__pycache__", "data", "static")),
+        key=lambda p: (p.is_dir(), p.name),
+    )
     for p in entries:
         if p.is_dir() and (p / "__init__.py").exists():
             out.append(line(indent, f"{p.name}/", p / "__init__.py"))

@@ -100,8 +100,16 @@ def solution(ex_id: str) -> Any:
     from streamlab.exercises import load_lab
 
     lab = ex_id[:2]
-    code = next((c for cell in _cells(notebook(lab) or Path("-")) if cell["cell_type"] == "markdown"
-                 for i, c in SOLUTION.findall(_source(cell)) if i == ex_id), None)
+    code = next(
+        (
+            c
+            for cell in _cells(notebook(lab) or Path("-"))
+            if cell["cell_type"] == "markdown"
+            for i, c in SOLUTION.findall(_source(cell))
+            if i == ex_id
+        ),
+        None,
+    )
     if code is None:
         raise LookupError(f"no hidden solution for {ex_id}")
     ns = lab_namespace(lab)
@@ -112,13 +120,16 @@ def solution(ex_id: str) -> Any:
 def notebook_function(lab: str, name: str) -> Callable[..., Any]:
     """A function the lab's notebook defines in a code cell of its own (e.g. lab 09's buggy loop)."""
     path = notebook(lab)
-    cell = next((c for c in _cells(path) if c["cell_type"] == "code" and f"def {name}(" in _source(c)), None) \
-        if path else None
+    cell = (
+        next((c for c in _cells(path) if c["cell_type"] == "code" and f"def {name}(" in _source(c)), None)
+        if path
+        else None
+    )
     if cell is None:
         raise LookupError(f"lab {lab} defines no {name}()")
     ns = lab_namespace(lab)
     source = _source(cell)
-    _run(source[:source.find("\n\n\n")] if "\n\n\n" in source else source, ns)  # the def, not the demo after it
+    _run(source[: source.find("\n\n\n")] if "\n\n\n" in source else source, ns)  # the def, not the demo after it
     return ns[name]
 
 
@@ -144,7 +155,7 @@ def _find_the_bugs_snippet(chunks: Any) -> Any:
         pending += piece.decode("utf-8")
         for frame in pending.split("\n\n"):
             if frame.startswith("data: "):
-                yield frame[len("data: "):]
+                yield frame[len("data: ") :]
 
 
 def _tool_calls_by_arrival(chunks: Any) -> dict[int, dict[str, str]]:
@@ -207,6 +218,15 @@ def _tutorial_reader(chunks: Any) -> dict[str, Any]:
     return {"text": text, "tool_calls": [], "usage": None, "complete": True}
 
 
+def _last_finish_reason(body: bytes) -> str:
+    reason = "truncated"
+    for line in body.split(b"\n"):
+        if line.startswith(b"data: {"):
+            for choice in json.loads(line[6:]).get("choices") or []:
+                reason = choice.get("finish_reason") or reason
+    return reason
+
+
 def _with(ex_id: str, **changes: str) -> Callable[[], Any]:
     """The hidden solution of `ex_id` (a dict), with some answers changed."""
     return lambda: {**solution(ex_id), **changes}
@@ -235,16 +255,21 @@ WRONG: dict[str, Wrong] = {
     "01.6": Wrong("CRLF replaced inside each chunk only", lambda: _split_per_chunk),
     "02.1": Wrong("the find-the-bugs snippet itself, as a generator", lambda: _find_the_bugs_snippet),
     "03.1": Wrong("fragments joined to the last call that had an id, not by `index`", lambda: _tool_calls_by_arrival),
-    "03.2": Wrong("`[DONE]` taken for complete, everything else for truncated",
-                  lambda: lambda datas, cancelled=False: "complete" if "[DONE]" in datas else "truncated"),
+    "03.2": Wrong(
+        "`[DONE]` taken for complete, everything else for truncated",
+        lambda: lambda datas, cancelled=False: "complete" if "[DONE]" in datas else "truncated",
+    ),
     "04.1": Wrong("600 / 30, the time to first token left out", lambda: 600 / 30),
     "04.2": Wrong("the pair the wrong way round", lambda: (0.5 + 599 / 30, 0.5)),
     "04.3": Wrong("the server assumed to stop when the user leaves", lambda: (136, 136)),
     "04.4": Wrong("the total taken as n_tokens x gap", lambda: lambda ttft, gap, n_tokens: ttft / (n_tokens * gap)),
-    "04.5": Wrong("the time of the first event (the role chunk)",
-                  lambda: lambda arrivals: arrivals[0][0] if arrivals else None),
-    "05.1": Wrong("a response.failed restarted rather than reported",
-                  lambda: {"a": "retry", "b": "restart", "c": "resume", "d": "report", "e": "restart"}),
+    "04.5": Wrong(
+        "the time of the first event (the role chunk)", lambda: lambda arrivals: arrivals[0][0] if arrivals else None
+    ),
+    "05.1": Wrong(
+        "a response.failed restarted rather than reported",
+        lambda: {"a": "retry", "b": "restart", "c": "resume", "d": "report", "e": "restart"},
+    ),
     "05.2": Wrong("the events already delivered ignored", lambda: _retry_whatever_was_shown),
     "05.3": Wrong("the last sequence_number, unchecked", lambda: _resume_without_checks),
     "06.1": Wrong("'complete' whenever the SDK loop ends without an exception", lambda: _sdk_quiet_end_is_complete),
@@ -256,14 +281,23 @@ WRONG: dict[str, Wrong] = {
     "07.4": Wrong("stage 3's solution, unchanged", _previous_stage("07.4")),
     "07.5": Wrong("stage 4's solution, unchanged", _previous_stage("07.5")),
     "08.1": Wrong("the tutorial loop of section 10, with `complete` always True", lambda: _tutorial_reader),
-    "08.2": Wrong("the command's own exit code, `depends_on` ignored",
-                  lambda: lambda doc, depends_on=(): doc["exit_code"]),
-    "09.1": Wrong("(c) and (d) swapped: a truncated answer and a length limit",
-                  _with("09.1", c="length", d="truncated")),
+    "08.2": Wrong(
+        "the command's own exit code, `depends_on` ignored", lambda: lambda doc, depends_on=(): doc["exit_code"]
+    ),
+    "09.1": Wrong(
+        "(c) and (d) swapped: a truncated answer and a length limit", _with("09.1", c="length", d="truncated")
+    ),
     "09.2": Wrong("the lab's buggy loop as it stands", lambda: notebook_function("09", "buggy_read_answer")),
     "10.1": Wrong("any failure opens the breaker, not the threshold's", lambda: _breaker_any_failure_opens()),
     "10.2": Wrong("fail over after 40 events were shown", _with("10.2", c="fail_over")),
     "10.3": Wrong("100 ms: few repaints, but text waits too long", lambda: 100),
+    "11.1": Wrong("every read counted as a gap", lambda: lambda times: (times[0], len(times) / (times[-1] - times[0]))),
+    "11.2": Wrong("the longest prompt's TTFT over its tokens", lambda: lambda points: points[-1][1] / points[-1][0]),
+    "11.3": Wrong("the last finish_reason, or 'truncated' without one", lambda: _last_finish_reason),
+    "11.4": Wrong(
+        "the fragments joined, as the SDK joins them",
+        lambda: lambda fragments, offered: "".join(f or "" for f in fragments) or None,
+    ),
 }
 """One typical wrong answer per exercise: what it is, and how to make it."""
 
@@ -328,17 +362,21 @@ LONGEST = 300
 def _cell(text: str) -> str:
     text = text.replace("\n", " ")
     if len(text) > LONGEST:
-        text = text[:LONGEST - 2].rstrip() + " …"
+        text = text[: LONGEST - 2].rstrip() + " …"
     return text.replace("\\", "\\\\").replace("|", "\\|")
 
 
 def markdown(table: list[Row]) -> str:
     """The table as INSTRUCTORS.md shows it (every verdict as printed, after `Exercise NN.K: `)."""
-    lines = ["| check cell | fills in | untouched notebook | right answer | a typical wrong answer | it prints |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| check cell | fills in | untouched notebook | right answer | a typical wrong answer | it prints |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in table:
-        lines.append(f"| `{r.ex_id}` | `{r.name}` | {_cell(r.untouched)} | {r.right} | {_cell(r.wrong_what)} | "
-                     f"{_cell(r.wrong_prints)} |")
+        lines.append(
+            f"| `{r.ex_id}` | `{r.name}` | {_cell(r.untouched)} | {r.right} | {_cell(r.wrong_what)} | "
+            f"{_cell(r.wrong_prints)} |"
+        )
     return "\n".join(lines)
 
 

@@ -10,8 +10,10 @@ check:   run each notebook in memory the same way and compare with the committed
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,15 +24,31 @@ ROOT = Path(__file__).resolve().parent.parent
 SANITIZE = ROOT / "notebooks" / "sanitize.cfg"
 IGNORE = "# NBVAL_IGNORE_OUTPUT"
 SKIP = "# NBVAL_SKIP"
+PROGRESS_ENV = "STREAMLAB_PROGRESS"
 
 
 def execute(path: Path) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=180, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(path.parent)}},
+        nb,
+        timeout=180,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
         extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up banner warnings in the CI log
     )
-    client.execute()
+    # The check cells record their verdicts (streamlab.net.progress): into a fresh, empty file of the run's own,
+    # never the progress of whoever runs this, so what a notebook shows of progress is the same on every run.
+    with tempfile.TemporaryDirectory(prefix="streamlab-progress-") as folder:
+        before = os.environ.get(PROGRESS_ENV)
+        os.environ[PROGRESS_ENV] = os.path.join(folder, "progress.json")
+        try:
+            client.execute()
+        finally:
+            if before is None:
+                os.environ.pop(PROGRESS_ENV, None)
+            else:
+                os.environ[PROGRESS_ENV] = before
     return canonical(nb)
 
 
@@ -39,8 +57,12 @@ def merge_streams(outputs: list) -> list:
     depends on timing, so only the joined text is meaningful."""
     merged: list = []
     for out in outputs:
-        if out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream" \
-                and merged[-1].get("name") == out.get("name"):
+        if (
+            out.get("output_type") == "stream"
+            and merged
+            and merged[-1].get("output_type") == "stream"
+            and merged[-1].get("name") == out.get("name")
+        ):
             merged[-1]["text"] = merged[-1]["text"] + out["text"]
         else:
             merged.append(out)
@@ -100,8 +122,10 @@ def check(path: Path) -> list[str]:
             continue
         a, b = comparable(old, subs), comparable(new, subs)
         if a != b:
-            problems.append(f"code cell {i} ({first[:60]!r}): committed output differs from a fresh run\n"
-                            f"    committed: {a[:6]}\n    fresh:     {b[:6]}")
+            problems.append(
+                f"code cell {i} ({first[:60]!r}): committed output differs from a fresh run\n"
+                f"    committed: {a[:6]}\n    fresh:     {b[:6]}"
+            )
     if committed.metadata.get("widgets"):
         problems.append("notebook metadata holds widget state; re-run `python3 dev.py execute`")
     return problems

@@ -79,15 +79,31 @@ def run_once(args: list[str], timeout: float, keep: Path | None = None) -> tuple
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dev.py stress", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=20, help="how many times to run the net tests (default 20)")
-    ap.add_argument("--hogs", type=int, default=os.cpu_count() or 2,
-                    help="CPU-hog processes running alongside (default: one per core)")
-    ap.add_argument("--run-timeout", type=float, default=None,
-                    help="seconds before a run counts as hung (default 1800; 3600 with --full)")
+    ap.add_argument(
+        "--hogs",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="CPU-hog processes running alongside (default: one per core)",
+    )
+    ap.add_argument(
+        "--run-timeout",
+        type=float,
+        default=None,
+        help="seconds before a run counts as hung (default 1800; 3600 with --full)",
+    )
     ap.add_argument("--python", default=sys.executable, help="interpreter that runs pytest (default: this one)")
-    ap.add_argument("--logs", type=Path, default=None, metavar="DIR",
-                    help="keep each failing run's whole log here as run-N.log (default: a new folder under /tmp)")
-    ap.add_argument("--full", action="store_true",
-                    help="run the whole `python3 dev.py test` (every test and lab) instead of `pytest -m net`")
+    ap.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep each failing run's whole log here as run-N.log (default: a new folder under /tmp)",
+    )
+    ap.add_argument(
+        "--full",
+        action="store_true",
+        help="run the whole `python3 dev.py test` (every test and lab) instead of `pytest -m net`",
+    )
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.hogs < 0:
@@ -108,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, interrupted)  # after the hogs started: they keep the default, and just die
     argv_run = command_for(args.python, args.pytest_args, full=args.full)
     command = " ".join(["python3 dev.py test" if args.full else "pytest -m net", *args.pytest_args])
-    print(f"stress: {args.runs} run(s) of `{command}` with {args.hogs} CPU hog(s) on {os.cpu_count()} core(s)",
-          flush=True)
+    print(
+        f"stress: {args.runs} run(s) of `{command}` with {args.hogs} CPU hog(s) on {os.cpu_count()} core(s)", flush=True
+    )
     failures: collections.Counter[str] = collections.Counter()
     bad_runs = 0
     broken = 0
@@ -121,8 +138,15 @@ def main(argv: list[str] | None = None) -> int:
             failures.update(failed)
             bad_runs += code != 0
             broken += code != 0 and (code != 1 or not failed)
-            verdict = ("ok" if code == 0 else f"{len(failed)} failure(s)" if code == 1 and failed
-                       else f"hung: killed after {args.run_timeout:.0f} s" if code == HUNG else f"exited {code}")
+            verdict = (
+                "ok"
+                if code == 0
+                else f"{len(failed)} failure(s)"
+                if code == 1 and failed
+                else f"hung: killed after {args.run_timeout:.0f} s"
+                if code == HUNG
+                else f"exited {code}"
+            )
             print(f"run {i}/{args.runs}: {verdict} in {took:.0f} s ({summary})", flush=True)
             for test in failed:
                 print(f"    {test}", flush=True)
@@ -138,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
                 p.terminate()
                 p.join()
 
-    print(f"\nsummary: {done - bad_runs} of {done} run(s) clean"
-          + (f" (interrupted: {args.runs - done} of the {args.runs} asked for never ran)" if done < args.runs else ""),
-          flush=True)
+    print(
+        f"\nsummary: {done - bad_runs} of {done} run(s) clean"
+        + (f" (interrupted: {args.runs - done} of the {args.runs} asked for never ran)" if done < args.runs else ""),
+        flush=True,
+    )
     for test, count in failures.most_common():
         print(f"  {count:>3}/{done}  {test}", flush=True)
     if broken:

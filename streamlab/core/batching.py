@@ -155,8 +155,10 @@ class RenderStats:
 
     def line(self) -> str:
         first = "none" if self.first_paint is None else f"{self.first_paint * 1000:.0f} ms"
-        return (f"{self.repaints} repaints, {self.per_second:.1f} per second, {self.chars_per_repaint:.1f} chars "
-                f"per repaint, first words at {first}, longest wait {self.max_wait * 1000:.0f} ms")
+        return (
+            f"{self.repaints} repaints, {self.per_second:.1f} per second, {self.chars_per_repaint:.1f} chars "
+            f"per repaint, first words at {first}, longest wait {self.max_wait * 1000:.0f} ms"
+        )
 
 
 def render_stats(flushes: Sequence[Flush]) -> RenderStats:

@@ -29,8 +29,15 @@ from streamlab.core.harness.fixtures import Expected, Fixture, data_dir
 from streamlab.core.metrics import Timing, timing_from_arrivals
 from streamlab.core.sse import SSEEvent, SSEParser
 
-__all__ = ["Read", "Capture", "DEFAULT_CAPTURES", "captures_folder", "load_capture", "load_captures",
-           "fixture_from_capture"]
+__all__ = [
+    "Read",
+    "Capture",
+    "DEFAULT_CAPTURES",
+    "captures_folder",
+    "load_capture",
+    "load_captures",
+    "fixture_from_capture",
+]
 
 DEFAULT_CAPTURES = "llama-cpp-python-0.3.36-gemma3-270m-q4_k_m"
 """The packaged folder of llama-cpp-python 0.3.36 serving Gemma 3 270M, the captures lab 11 replays."""
@@ -236,14 +243,18 @@ def fixture_from_capture(capture: Capture) -> Fixture:
     events = []
     for i, block in enumerate(blocks[:-1]):
         if not block.startswith("data: ") or "\n" in block or "\r" in block or block.startswith("\ufeff"):
-            raise ValueError(f"capture {capture.name!r}, block {i}: not one plain `data: ` line; write its "
-                             "expectation by hand")
-        events.append(SSEEvent("message", block[len("data: "):], ""))
-    rules = ("eol-lf", "field-split", "space-once", "dispatch-blank-line")
+            raise ValueError(
+                f"capture {capture.name!r}, block {i}: not one plain `data: ` line; write its expectation by hand"
+            )
+        events.append(SSEEvent("message", block[len("data: ") :], ""))
+    rules: tuple[str, ...] = ("eol-lf", "field-split", "space-once", "dispatch-blank-line")
     if any(b > 0x7F for b in capture.body):
         rules += ("utf8",)
     server = capture.record.get("server", {})
-    source = (f"captured from {server.get('name', 'a real server')} {server.get('version', '')}".rstrip()
-              + f" on {capture.record.get('captured', '?')} (streamlab.net.capture)")
-    return Fixture(f"capture:{capture.name}", capture.body, Expected(tuple(events), None, False, ""),
-                   capture.quirk, source, rules)
+    source = (
+        f"captured from {server.get('name', 'a real server')} {server.get('version', '')}".rstrip()
+        + f" on {capture.record.get('captured', '?')} (streamlab.net.capture)"
+    )
+    return Fixture(
+        f"capture:{capture.name}", capture.body, Expected(tuple(events), None, False, ""), capture.quirk, source, rules
+    )

@@ -69,10 +69,9 @@ BANDWIDTH_QUANTUM = 0.1
 class Direction(Word):
     """Which bytes a fault touches, named from the client's side."""
 
-    UP = "up"      # client -> server: the request
+    UP = "up"  # client -> server: the request
     DOWN = "down"  # server -> client: the response (the SSE stream)
     BOTH = "both"  # each direction, independently
-
 
     @property
     def ways(self) -> tuple[Direction, ...]:
@@ -90,26 +89,24 @@ class Direction(Word):
 class Action(Word):
     """What happens when a direction's byte limit is reached."""
 
-    CUT = "cut"      # a clean close (FIN) after exactly N bytes, like toxiproxy's limit_data
+    CUT = "cut"  # a clean close (FIN) after exactly N bytes, like toxiproxy's limit_data
     RESET = "reset"  # a TCP reset (RST) after exactly N bytes, like toxiproxy's reset_peer
     STALL = "stall"  # nothing more passes, the connection stays open, like toxiproxy's timeout with 0
-
 
 
 class ConnectionEnd(Word):
     """How a TCP connection through the chaos proxy ended (a connection, not an SSE stream: a stream's ending
     is `streamlab.core.endings.Ending`; the words are the same where the meaning is)."""
 
-    OPEN = "open"                    # still running
-    CLOSED = "closed"                # both peers closed their side; every byte passed
-    CUT = "cut"                      # a cut fault fired: both peers got a FIN
-    RESET = "reset"                  # a reset fault fired: both peers got a RST
-    CLIENT_GONE = "client_gone"      # the client closed or reset while the proxy still had a job to do
-    SERVER_GONE = "server_gone"      # the server did
-    STOPPED = "stopped"              # the proxy was stopped with the connection open
+    OPEN = "open"  # still running
+    CLOSED = "closed"  # both peers closed their side; every byte passed
+    CUT = "cut"  # a cut fault fired: both peers got a FIN
+    RESET = "reset"  # a reset fault fired: both peers got a RST
+    CLIENT_GONE = "client_gone"  # the client closed or reset while the proxy still had a job to do
+    SERVER_GONE = "server_gone"  # the server did
+    STOPPED = "stopped"  # the proxy was stopped with the connection open
     CONNECT_ERROR = "connect_error"  # the upstream server could not be reached; the client was closed
-    PROXY_ERROR = "proxy_error"      # the proxy itself failed (a bug): both closed, the exception raised and logged
-
+    PROXY_ERROR = "proxy_error"  # the proxy itself failed (a bug): both closed, the exception raised and logged
 
 
 @dataclass(frozen=True)
@@ -162,8 +159,10 @@ class ConnectionRecord:
     def line(self) -> str:
         """One line for a log: number, client, bytes each way, faults fired, ending."""
         fired = ", ".join(str(f) for f in self.fired) or "no fault fired"
-        return (f"#{self.number} {self.client[0]}:{self.client[1]}  up {self.bytes_up} B  down {self.bytes_down} B"
-                f"  {fired}  -> {self.end}")
+        return (
+            f"#{self.number} {self.client[0]}:{self.client[1]}  up {self.bytes_up} B  down {self.bytes_down} B"
+            f"  {fired}  -> {self.end}"
+        )
 
 
 # --- the options --------------------------------------------------------------------------------------------
@@ -233,14 +232,20 @@ class FaultSpec:
         for name in limits:
             _check_count(name, getattr(self, name))
         if len(limits) > 1:
-            raise FaultSpecError(limits[1], getattr(self, limits[1]),
-                                 f"only one of cut_after, reset_after, stall_after may be set (also got {limits[0]})")
+            raise FaultSpecError(
+                limits[1],
+                getattr(self, limits[1]),
+                f"only one of cut_after, reset_after, stall_after may be set (also got {limits[0]})",
+            )
 
     @property
     def limit(self) -> tuple[Action, int] | None:
         """The terminal fault and its byte count, or None."""
-        for action, value in ((Action.CUT, self.cut_after), (Action.RESET, self.reset_after),
-                              (Action.STALL, self.stall_after)):
+        for action, value in (
+            (Action.CUT, self.cut_after),
+            (Action.RESET, self.reset_after),
+            (Action.STALL, self.stall_after),
+        ):
             if value is not None:
                 return action, value
         return None
@@ -402,7 +407,7 @@ class DirectionFaults:
             sizes = [min(quantum, size - at) for size in sizes for at in range(0, size, quantum)]
         pieces, at = [], 0
         for size in sizes:
-            pieces.append(Piece(chunk[at:at + size], delay=self._delay(), gap=self._gap(size)))  # 4. latency
+            pieces.append(Piece(chunk[at : at + size], delay=self._delay(), gap=self._gap(size)))  # 4. latency
             at += size
         self.passed += take
         self.dropped += len(chunk) - take
@@ -428,7 +433,7 @@ _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 
 
 def parse_hostport(text: str, *, option: str = "--upstream") -> tuple[str, int]:
-    """"HOST:PORT" (or "[IPv6]:PORT") -> (host, port), e.g. "127.0.0.1:8000" -> ("127.0.0.1", 8000)."""
+    """ "HOST:PORT" (or "[IPv6]:PORT") -> (host, port), e.g. "127.0.0.1:8000" -> ("127.0.0.1", 8000)."""
     match = re.fullmatch(r"\[([^\]]+)\]:([0-9]+)|([^:\[\]\s]+):([0-9]+)", text.strip())
     if not match:
         raise FaultSpecError(option, text, "expected HOST:PORT, e.g. 127.0.0.1:8000 (or [::1]:8000)")
@@ -440,7 +445,7 @@ def parse_hostport(text: str, *, option: str = "--upstream") -> tuple[str, int]:
 
 
 def parse_latency(text: str, *, option: str = "--latency") -> tuple[float, float]:
-    """"MS" or "MS:JITTER" (milliseconds) -> (latency_ms, jitter_ms), e.g. "100:20" -> (100.0, 20.0)."""
+    """ "MS" or "MS:JITTER" (milliseconds) -> (latency_ms, jitter_ms), e.g. "100:20" -> (100.0, 20.0)."""
     match = re.fullmatch(rf"({_NUMBER})(?::({_NUMBER}))?", text.strip())
     if not match:
         raise FaultSpecError(option, text, "expected MS or MS:JITTER in milliseconds, e.g. 100 or 100:20")
@@ -448,7 +453,7 @@ def parse_latency(text: str, *, option: str = "--latency") -> tuple[float, float
 
 
 def parse_slice(text: str, *, option: str = "--slice") -> tuple[tuple[int, int], float]:
-    """"MIN:MAX" or "MIN:MAX:DELAY_MS" -> ((min, max), delay_ms), e.g. "1:8" -> ((1, 8), 0.0)."""
+    """ "MIN:MAX" or "MIN:MAX:DELAY_MS" -> ((min, max), delay_ms), e.g. "1:8" -> ((1, 8), 0.0)."""
     match = re.fullmatch(rf"([0-9]+):([0-9]+)(?::({_NUMBER}))?", text.strip())
     if not match:
         raise FaultSpecError(option, text, "expected MIN:MAX or MIN:MAX:DELAY_MS, e.g. 1:8 or 1:8:2")

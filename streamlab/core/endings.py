@@ -37,31 +37,25 @@ class Outcome(Word):
     CANCELLED = "cancelled"
 
 
-
-
-
 class Ending(Word):
     """How a stream's bytes stopped, named once for the client, the stand-in, retry, resume and relay."""
 
-    IN_PROGRESS = "in_progress"            # server side: still being written
-    COMPLETE = "complete"                  # the body ended cleanly, on an event boundary
-    CANCELLED = "cancelled"                # the reader closed early (client), or a cancel request (server)
-    CLIENT_GONE = "client_gone"            # server side: the client closed or reset the connection
-    HTTP_ERROR = "http_error"              # a non-2xx status before any stream
+    IN_PROGRESS = "in_progress"  # server side: still being written
+    COMPLETE = "complete"  # the body ended cleanly, on an event boundary
+    CANCELLED = "cancelled"  # the reader closed early (client), or a cancel request (server)
+    CLIENT_GONE = "client_gone"  # server side: the client closed or reset the connection
+    HTTP_ERROR = "http_error"  # a non-2xx status before any stream
     NOT_EVENT_STREAM = "not_event_stream"  # a 2xx that is not text/event-stream
-    CONNECT_ERROR = "connect_error"        # no response at all
-    INVALID_REQUEST = "invalid_request"    # the request could not be sent as built
-    BROKEN = "broken"                      # the connection died after the response started
-    CUT = "cut"                            # server side: a scripted cut
-    STOPPED = "stopped"                    # server side: the server shut down mid-stream
-    READ_TIMEOUT = "read_timeout"          # no byte for the read timeout
-    IDLE_TIMEOUT = "idle_timeout"          # bytes (keep-alives) but no content event for the idle timeout
-    DEADLINE = "deadline"                  # the whole request outlasted its deadline
+    CONNECT_ERROR = "connect_error"  # no response at all
+    INVALID_REQUEST = "invalid_request"  # the request could not be sent as built
+    BROKEN = "broken"  # the connection died after the response started
+    CUT = "cut"  # server side: a scripted cut
+    STOPPED = "stopped"  # server side: the server shut down mid-stream
+    READ_TIMEOUT = "read_timeout"  # no byte for the read timeout
+    IDLE_TIMEOUT = "idle_timeout"  # bytes (keep-alives) but no content event for the idle timeout
+    DEADLINE = "deadline"  # the whole request outlasted its deadline
     INCOMPLETE_EVENT = "incomplete_event"  # the body ended cleanly in the middle of an event
-    LIMIT_EXCEEDED = "limit_exceeded"      # a line or event outgrew the parser's bounds
-
-
-
+    LIMIT_EXCEEDED = "limit_exceeded"  # a line or event outgrew the parser's bounds
 
     @property
     def outcome(self) -> Outcome | None:

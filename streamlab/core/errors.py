@@ -6,6 +6,7 @@
     ├── SequenceError (ValueError)    a Responses sequence_number was replayed, went backwards or skipped
     ├── ToolCallError (ValueError)    a tool call is not safe to run (incomplete, unnamed, arguments not JSON)
     ├── FaultSpecError (ValueError)   a chaos proxy option is malformed or out of range (`.option` names it)
+    ├── EncodingError (ValueError)    a body's Content-Encoding cannot be undone (unknown coding, corrupt bytes)
     ├── ErrorInStream                 the server sent an error object *inside* a 200 stream
     ├── StreamEndError                the transport ended a stream abnormally (client side); `.ending` names how
     │   ├── BadStatus                 a non-2xx status before any stream (`.status`, `.headers`, `.body`)
@@ -19,6 +20,7 @@
     │   ├── IncompleteEvent           the body ended cleanly but inside an event
     │   └── EventTooLarge             the parser's limit was hit mid-stream (`__cause__` is the SSELimitError)
     ├── RetryError                    every attempt failed, or one failed in a way that must not be retried
+    ├── InternalError                 a streamlab server met an exception it did not expect on one request
     └── ResumeError                   a stream could not be resumed
 
 Why one tree: a caller can catch everything the library raises with one `except`, the classes that describe
@@ -49,6 +51,7 @@ __all__ = [
     "SequenceError",
     "ToolCallError",
     "FaultSpecError",
+    "EncodingError",
     "ErrorInStream",
     "StreamEndError",
     "BadStatus",
@@ -62,6 +65,7 @@ __all__ = [
     "IncompleteEvent",
     "EventTooLarge",
     "RetryError",
+    "InternalError",
     "ResumeError",
     "ENDING_ERRORS",
 ]
@@ -124,8 +128,10 @@ class SequenceError(StreamlabError, ValueError):
         self.event_type = event_type
         self.previous = expected - 1 if previous is None else previous
         if previous is not None:  # the accumulators' rule: numbers must strictly increase
-            message = (f"sequence_number {kind}: {event_type!r} has sequence_number {got}, "
-                       f"but {previous} was already handled (numbers must strictly increase)")
+            message = (
+                f"sequence_number {kind}: {event_type!r} has sequence_number {got}, "
+                f"but {previous} was already handled (numbers must strictly increase)"
+            )
         elif kind == "skipped":  # the resume cursor's rule: numbers must follow one another
             message = f"sequence_number {got} ({event_type}) skips {got - expected} event(s): expected {expected} next"
         else:
@@ -146,6 +152,11 @@ class FaultSpecError(StreamlabError, ValueError):
         self.option = option
         self.value = value
         self.problem = problem
+
+
+class EncodingError(StreamlabError, ValueError):
+    """A body's Content-Encoding cannot be undone: a coding streamlab does not decode, or bytes that are not
+    valid in the coding declared (`streamlab.core.decompress`)."""
 
 
 class ErrorInStream(StreamlabError):
@@ -181,8 +192,15 @@ class StreamEndError(StreamlabError):
 
     ending: Ending = Ending.BROKEN
 
-    def __init__(self, message: str, *, events_received: int = 0, bytes_received: int = 0,
-                 mid_event: bool = False, elapsed: float = 0.0) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        events_received: int = 0,
+        bytes_received: int = 0,
+        mid_event: bool = False,
+        elapsed: float = 0.0,
+    ) -> None:
         super().__init__(message)
         self.events_received = events_received
         self.bytes_received = bytes_received
@@ -279,8 +297,18 @@ class EventTooLarge(StreamEndError):
 
 ENDING_ERRORS: dict[Ending, type[StreamEndError]] = {
     cls.ending: cls
-    for cls in (BadStatus, NotAnEventStream, RequestNotSent, ConnectFailed, ConnectionBroken, ReadStalled,
-                IdleTimeout, DeadlineExceeded, IncompleteEvent, EventTooLarge)
+    for cls in (
+        BadStatus,
+        NotAnEventStream,
+        RequestNotSent,
+        ConnectFailed,
+        ConnectionBroken,
+        ReadStalled,
+        IdleTimeout,
+        DeadlineExceeded,
+        IncompleteEvent,
+        EventTooLarge,
+    )
 }
 """The exception a client raises for each abnormal ending (COMPLETE and CANCELLED raise nothing)."""
 
@@ -305,6 +333,13 @@ class RetryError(StreamlabError):
     def status(self) -> int | None:
         """The HTTP status of the last attempt, if it ended with one."""
         return self.attempts[-1].result.status if self.attempts else None
+
+
+class InternalError(StreamlabError):
+    """A streamlab server (the stand-in, the relay, the gateway) met an exception it did not expect while serving
+    one request. It is never raised to a client: the server answers that request with an error (a 5xx before
+    the head, the marked final event after it), records the outcome (releasing a circuit breaker's permit
+    too) and serves the next; its message names the original exception, which is its `__cause__`."""
 
 
 class ResumeError(StreamlabError):

@@ -190,8 +190,9 @@ def responses_text_timeline(arrivals: Iterable[Any], start: float) -> list[Point
     return chat_text_timeline(arrivals, start, accumulator=ResponsesAccumulator())
 
 
-def timing_from_points(label: str, points: Sequence[Point], total: float, *,
-                       notes: Mapping[str, Any] | None = None) -> Timing:
+def timing_from_points(
+    label: str, points: Sequence[Point], total: float, *, notes: Mapping[str, Any] | None = None
+) -> Timing:
     """A `Timing` from ready-made points (used for the non-streaming client and for recorded data).
 
     `notes` is free-form context kept with the timing (rebuilt text, raw bytes...); it is never compared."""
@@ -199,7 +200,12 @@ def timing_from_points(label: str, points: Sequence[Point], total: float, *,
 
 
 def timing_from_arrivals(
-    label: str, arrivals: Iterable[Any], start: float, end: float, *, dialect: str = "chat",
+    label: str,
+    arrivals: Iterable[Any],
+    start: float,
+    end: float,
+    *,
+    dialect: str = "chat",
     notes: Mapping[str, Any] | None = None,
 ) -> Timing:
     """Measure a stream: `arrivals` as `(perf_counter, SSEEvent)` pairs or `TimedEvent`s, request sent at
@@ -340,6 +346,7 @@ class RecordedRun:
 def timings_json(timings: Iterable[Timing], *, schedule: Schedule | None = None, note: str = "") -> str:
     """Timings (label, total, points; not the notes) and the schedule as readable JSON text, one point a line,
     so a diff of two recordings reads well. `streamlab.net.live.save_timings` writes it to a file."""
+
     def dump(obj: Any) -> str:
         return json.dumps(obj, ensure_ascii=False)
 

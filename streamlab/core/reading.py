@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from streamlab.core.endings import Ending
 from streamlab.core.errors import (
@@ -40,6 +40,15 @@ __all__ = ["TimedEvent", "Reading", "Keep", "KEEP_MODES"]
 Keep = Literal["all", "none"]
 KEEP_MODES: tuple[Keep, ...] = ("all", "none")
 """`keep="all"`: raw bytes, events and chunk times are kept; `keep="none"`: only counts and the last times."""
+
+
+class _Counts(TypedDict):
+    """What a `StreamEndError` carries of the stream so far: the keyword arguments every ending error takes."""
+
+    events_received: int
+    bytes_received: int
+    mid_event: bool
+    elapsed: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +92,15 @@ class Reading:
     the whole request, from `started_at` (which the I/O layer sets when it sends the request).
     """
 
-    def __init__(self, *, parser: SSEParser, keep: Keep = "all", deadline: float | None = None,
-                 idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        parser: SSEParser,
+        keep: Keep = "all",
+        deadline: float | None = None,
+        idle_timeout: float | None = None,
+        is_content: Callable[[SSEEvent], bool] | None = None,
+    ) -> None:
         if keep not in KEEP_MODES:
             raise ValueError(f'keep must be "all" or "none", got {keep!r}')
         self.parser = parser
@@ -115,8 +131,10 @@ class Reading:
 
     def _kept(self, what: str, value: Any) -> Any:
         if value is None:
-            raise RuntimeError(f'stream.{what} is not kept: this stream was read with keep="none" (it received '
-                               f"{self.events_received} event(s) and {self.bytes_received} byte(s))")
+            raise RuntimeError(
+                f'stream.{what} is not kept: this stream was read with keep="none" (it received '
+                f"{self.events_received} event(s) and {self.bytes_received} byte(s))"
+            )
         return value
 
     @property
@@ -187,9 +205,13 @@ class Reading:
         if limit_error is not None:
             self._parser_closed = True
             self.mid_event = True  # the oversized line belongs to an event that never completed
-            self.pending = self.fail(EventTooLarge, f"{limit_error.limit}={limit_error.value} exceeded at stream "
-                                     f"byte offset {limit_error.offset}, {self.where()}: the connection was closed",
-                                     now, cause=limit_error)
+            self.pending = self.fail(
+                EventTooLarge,
+                f"{limit_error.limit}={limit_error.value} exceeded at stream "
+                f"byte offset {limit_error.offset}, {self.where()}: the connection was closed",
+                now,
+                cause=limit_error,
+            )
         else:
             self._check_idle(out, now)
         return out
@@ -212,19 +234,29 @@ class Reading:
         if any(self.is_content is None or self.is_content(t.event) for t in out):
             self.last_content_at = now
         elif self.idle_timeout is not None and now - self.last_content_at > self.idle_timeout:
-            self.pending = self.fail(IdleTimeout, f"no content event for {now - self.last_content_at:.3f} s "
-                                     f"(idle_timeout={self.idle_timeout:g} s) although bytes kept arriving", now)
+            self.pending = self.fail(
+                IdleTimeout,
+                f"no content event for {now - self.last_content_at:.3f} s "
+                f"(idle_timeout={self.idle_timeout:g} s) although bytes kept arriving",
+                now,
+            )
 
     # -- endings -------------------------------------------------------------------------------------
 
-    def fail(self, cls: type[StreamEndError], message: str, now: float, *,
-             cause: BaseException | None = None) -> StreamEndError:
+    def fail(
+        self, cls: type[StreamEndError], message: str, now: float, *, cause: BaseException | None = None
+    ) -> StreamEndError:
         """End the stream abnormally: build the `cls` error with what was received, record and return it."""
-        counts = {"events_received": self.events_received, "bytes_received": self.bytes_received,
-                  "mid_event": self.mid_event, "elapsed": self.elapsed(now)}
+        counts: _Counts = {
+            "events_received": self.events_received,
+            "bytes_received": self.bytes_received,
+            "mid_event": self.mid_event,
+            "elapsed": self.elapsed(now),
+        }
         if cls is EventTooLarge:
-            exc: StreamEndError = EventTooLarge(message, limit_error=cause if isinstance(cause, SSELimitError)
-                                                else None, **counts)
+            exc: StreamEndError = EventTooLarge(
+                message, limit_error=cause if isinstance(cause, SSELimitError) else None, **counts
+            )
         else:
             exc = cls(message, **counts)
         if cause is not None:
@@ -259,8 +291,12 @@ class Reading:
         """The body ended with its proper terminator: COMPLETE, unless it stopped inside an event."""
         self.close_parser()
         if self.mid_event:
-            raise self.fail(IncompleteEvent, "the body ended inside an unfinished event after "
-                            f"{self.events_received} complete event(s); the unfinished event was discarded", now)
+            raise self.fail(
+                IncompleteEvent,
+                "the body ended inside an unfinished event after "
+                f"{self.events_received} complete event(s); the unfinished event was discarded",
+                now,
+            )
         self.end_reason = Ending.COMPLETE
 
     def cancel(self) -> None:

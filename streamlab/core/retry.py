@@ -61,12 +61,12 @@ NOT_RETRIED: dict[Ending, str] = {
     Ending.CANCELLED: "the caller cancelled the stream",
     Ending.INVALID_REQUEST: "the request cannot be sent as built; sending it again cannot help",
     Ending.NOT_EVENT_STREAM: "the server answered with something that is not an event stream; "
-                             "the same request gets the same kind of answer",
+    "the same request gets the same kind of answer",
     Ending.DEADLINE: "the deadline bounds the caller's whole wait; a new attempt would only outlast it",
     Ending.IDLE_TIMEOUT: "the server kept the connection alive without sending content; "
-                         "a new request would wait the same way",
+    "a new request would wait the same way",
     Ending.LIMIT_EXCEEDED: "the server sent a line or an event larger than the parser's limits; "
-                           "the same server sends the same bytes again",
+    "the same server sends the same bytes again",
 }
 """Endings that are never retried, each with the reason a retry cannot help."""
 
@@ -240,7 +240,8 @@ class RetryPolicy:
         if result.events_delivered:
             return _give_up(
                 f"{result.events_delivered} event(s) already reached the caller: a new request would produce a "
-                "new answer, so discard the partial output and restart deliberately, or resume with a cursor")
+                "new answer, so discard the partial output and restart deliberately, or resume with a cursor"
+            )
         if result.status is not None:
             if result.status in NEVER_RETRY_STATUSES:
                 return _give_up(f"HTTP {result.status} means the request itself is wrong; sending it again cannot help")
@@ -255,8 +256,10 @@ class RetryPolicy:
         asked, source = parse_retry_after(result.headers, now=now) if result.status is not None else (None, "")
         if asked is not None:
             if asked > self.max_retry_after:
-                return _give_up(f"the server asked to wait {asked:g} s ({source}), longer than "
-                                f"max_retry_after={self.max_retry_after:g} s")
+                return _give_up(
+                    f"the server asked to wait {asked:g} s ({source}), longer than "
+                    f"max_retry_after={self.max_retry_after:g} s"
+                )
             return Decision(True, asked, f"{result.describe()}: waiting as the server asked", source)
         base = self.backoff(attempt)
         assert self.rng is not None

@@ -104,7 +104,7 @@ class Scan:
         return self.blocks[-1] if self.blocks and not self.blocks[-1].terminated else None
 
     def line_endings(self) -> str:
-        """"LF", "CRLF", "CR", "mixed (...)" or "none"."""
+        """ "LF", "CRLF", "CR", "mixed (...)" or "none"."""
         names = {b"\n": "LF", b"\r\n": "CRLF", b"\r": "CR"}
         used = [names[e] for e, n in sorted(self.endings.items(), key=lambda kv: -kv[1]) if n]
         if not used:
@@ -127,7 +127,7 @@ def _split(body: bytes, start: int) -> tuple[list[Block], Counter[bytes]]:
             blocks.append(Block(block_start, m.end(), lines, True))
             lines, block_start = [], m.end()
         else:
-            lines.append(Line(line_start, body[line_start:m.start()], ending))
+            lines.append(Line(line_start, body[line_start : m.start()], ending))
         line_start = m.end()
     if line_start < len(body):
         lines.append(Line(line_start, body[line_start:], b""))
@@ -153,7 +153,7 @@ def scan(body: bytes, *, max_line_bytes: int = SCAN_MAX_LINE, max_event_bytes: i
     for i, block in enumerate(blocks):
         begin = 0 if i == 0 else block.start  # the first feed carries the BOM, which the parser strips
         try:
-            events = parser.feed(body[begin:block.end])
+            events = parser.feed(body[begin : block.end])
         except SSELimitError as exc:
             result.limit = (exc.offset, str(exc))
             del result.blocks[i:]

@@ -30,23 +30,48 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
-    "CREATED", "CHAT_VARIANTS", "DEFAULT_TOOL_CALLS", "RESPONSES_TERMINALS", "RESPONSES_TERMINAL_STATUS", "to_json",
-    "sse_frame", "sse_comment", "error_body", "chat_usage", "chat_choice", "chat_chunk", "chat_done",
-    "chat_text_stream", "chat_completion_body", "chat_refusal_stream", "chat_tool_call_stream",
-    "chat_multi_choice_stream", "chat_error_stream", "chat_variant_stream", "responses_usage", "responses_frames",
-    "responses_text_events", "responses_text_stream", "responses_function_call_events",
-    "responses_function_call_stream", "responses_refusal_events", "responses_error_event", "responses_error_stream",
+    "CREATED",
+    "CHAT_VARIANTS",
+    "DEFAULT_TOOL_CALLS",
+    "RESPONSES_TERMINALS",
+    "RESPONSES_TERMINAL_STATUS",
+    "to_json",
+    "sse_frame",
+    "sse_comment",
+    "error_body",
+    "chat_usage",
+    "chat_choice",
+    "chat_chunk",
+    "chat_done",
+    "chat_text_stream",
+    "chat_completion_body",
+    "chat_refusal_stream",
+    "chat_tool_call_stream",
+    "chat_multi_choice_stream",
+    "chat_error_stream",
+    "chat_variant_stream",
+    "responses_usage",
+    "responses_frames",
+    "responses_text_events",
+    "responses_text_stream",
+    "responses_function_call_events",
+    "responses_function_call_stream",
+    "responses_refusal_events",
+    "responses_error_event",
+    "responses_error_stream",
     "response_body",
 ]
 
 CREATED = 1694268190
 """The fixed `created` timestamp of every synthetic object (determinism beats realism here)."""
 
-RESPONSES_TERMINAL_STATUS: Mapping[str, str] = MappingProxyType({
-    "response.completed": "completed",
-    "response.incomplete": "incomplete",
-    "response.failed": "failed",
-})
+RESPONSES_TERMINAL_STATUS: Mapping[str, str] = MappingProxyType(
+    {
+        "response.completed": "completed",
+        "response.incomplete": "incomplete",
+        "response.failed": "failed",
+    }
+)
 """The documented events that end a Responses stream, each with the status it gives the response: the one
 definition of that set (the accumulators, the resume cursor and the graders read it from here)."""
 
@@ -111,8 +136,11 @@ _ABSENT: Any = object()  # "leave the key out", as opposed to None ("send null")
 
 def chat_usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     """A Chat Completions usage object (totals for the whole request)."""
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def chat_choice(
@@ -129,12 +157,21 @@ def chat_choice(
 
 
 def chat_chunk(
-    choices: Sequence[Mapping[str, Any]], *, usage: Any = _ABSENT, model: str = "model-a",
-    completion_id: str = "chatcmpl-demo"
+    choices: Sequence[Mapping[str, Any]],
+    *,
+    usage: Any = _ABSENT,
+    model: str = "model-a",
+    completion_id: str = "chatcmpl-demo",
 ) -> dict[str, Any]:
     """One `chat.completion.chunk` object. Leave `usage` out to omit the key; pass None to send null."""
-    chunk: dict[str, Any] = {"id": completion_id, "object": "chat.completion.chunk", "created": CREATED, "model": model,
-                             "system_fingerprint": None, "choices": [dict(c) for c in choices]}
+    chunk: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [dict(c) for c in choices],
+    }
     if usage is not _ABSENT:
         chunk["usage"] = usage
     return chunk
@@ -146,14 +183,23 @@ def chat_done() -> bytes:
 
 
 def _chat_frames(
-    deltas: Sequence[tuple[int, Mapping[str, Any], str | None]], *, include_usage: bool, usage: Mapping[str, Any],
-    model: str, completion_id: str
+    deltas: Sequence[tuple[int, Mapping[str, Any], str | None]],
+    *,
+    include_usage: bool,
+    usage: Mapping[str, Any],
+    model: str,
+    completion_id: str,
 ) -> list[bytes]:
     """Frame (choice index, delta, finish_reason) triples, add the usage chunk if asked, then [DONE]."""
     mid = None if include_usage else _ABSENT  # with include_usage, every other chunk says "usage": null
     frames = [
-        sse_frame(to_json(chat_chunk([chat_choice(d, index=i, finish_reason=f)], usage=mid, model=model,
-                                     completion_id=completion_id)))
+        sse_frame(
+            to_json(
+                chat_chunk(
+                    [chat_choice(d, index=i, finish_reason=f)], usage=mid, model=model, completion_id=completion_id
+                )
+            )
+        )
         for i, d, f in deltas
     ]
     if include_usage:
@@ -163,8 +209,13 @@ def _chat_frames(
 
 
 def chat_text_stream(
-    pieces: Sequence[str], *, include_usage: bool = True, model: str = "model-a",
-    completion_id: str = "chatcmpl-demo", prompt_tokens: int = 12, finish_reason: str = "stop"
+    pieces: Sequence[str],
+    *,
+    include_usage: bool = True,
+    model: str = "model-a",
+    completion_id: str = "chatcmpl-demo",
+    prompt_tokens: int = 12,
+    finish_reason: str = "stop",
 ) -> list[bytes]:
     """A Chat Completions text answer streamed as one content chunk per piece.
 
@@ -178,8 +229,13 @@ def chat_text_stream(
     deltas: list[tuple[int, Mapping[str, Any], str | None]] = [(0, {"role": "assistant", "content": ""}, None)]
     deltas += [(0, {"content": p}, None) for p in pieces]
     deltas.append((0, {}, finish_reason))
-    return _chat_frames(deltas, include_usage=include_usage, usage=chat_usage(prompt_tokens, len(pieces)),
-                        model=model, completion_id=completion_id)
+    return _chat_frames(
+        deltas,
+        include_usage=include_usage,
+        usage=chat_usage(prompt_tokens, len(pieces)),
+        model=model,
+        completion_id=completion_id,
+    )
 
 
 def chat_completion_body(text: str, *, model: str = "model-a", completion_id: str = "chatcmpl-demo") -> dict[str, Any]:
@@ -188,10 +244,15 @@ def chat_completion_body(text: str, *, model: str = "model-a", completion_id: st
     Usage counts one completion token per whitespace-separated word: a placeholder, not a tokenizer.
     """
     message = {"role": "assistant", "content": text, "refusal": None}
-    return {"id": completion_id, "object": "chat.completion", "created": CREATED, "model": model,
-            "system_fingerprint": None,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
-            "usage": chat_usage(12, len(text.split()))}
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "usage": chat_usage(12, len(text.split())),
+    }
 
 
 def chat_refusal_stream(
@@ -203,12 +264,17 @@ def chat_refusal_stream(
     ]
     deltas += [(0, {"refusal": p}, None) for p in pieces]
     deltas.append((0, {}, "stop"))
-    return _chat_frames(deltas, include_usage=include_usage, usage=chat_usage(12, len(pieces)), model=model,
-                        completion_id=completion_id)
+    return _chat_frames(
+        deltas, include_usage=include_usage, usage=chat_usage(12, len(pieces)), model=model, completion_id=completion_id
+    )
 
 
 def _tool_fragment(
-    index: int, *, call_id: str | None = None, name: str | None = None, arguments: str | None = None,
+    index: int,
+    *,
+    call_id: str | None = None,
+    name: str | None = None,
+    arguments: str | None = None,
     with_type: bool = False,
 ) -> dict[str, Any]:
     """One `delta.tool_calls[]` entry. Only `index` is required by the schema; the rest is optional."""
@@ -228,9 +294,14 @@ def _tool_fragment(
 
 
 def chat_tool_call_stream(
-    calls: Sequence[tuple[str, str, Sequence[str]]] = DEFAULT_TOOL_CALLS, *, interleave: bool = True,
-    split_header: bool = False, finish_reason: str = "tool_calls", include_usage: bool = True,
-    model: str = "model-a", completion_id: str = "chatcmpl-demo"
+    calls: Sequence[tuple[str, str, Sequence[str]]] = DEFAULT_TOOL_CALLS,
+    *,
+    interleave: bool = True,
+    split_header: bool = False,
+    finish_reason: str = "tool_calls",
+    include_usage: bool = True,
+    model: str = "model-a",
+    completion_id: str = "chatcmpl-demo",
 ) -> list[bytes]:
     """Parallel tool calls: each call is (id, function name, argument fragments).
 
@@ -246,11 +317,13 @@ def chat_tool_call_stream(
     for k, (call_id, name, _pieces) in enumerate(calls):
         if split_header:
             h_name, h_id = len(name) // 2, len(call_id) // 2
-            openings.append([
-                _tool_fragment(k, name=name[:h_name], arguments=""),
-                _tool_fragment(k, call_id=call_id[:h_id], name=name[h_name:], with_type=True),
-                _tool_fragment(k, call_id=call_id[h_id:]),
-            ])
+            openings.append(
+                [
+                    _tool_fragment(k, name=name[:h_name], arguments=""),
+                    _tool_fragment(k, call_id=call_id[:h_id], name=name[h_name:], with_type=True),
+                    _tool_fragment(k, call_id=call_id[h_id:]),
+                ]
+            )
         else:
             openings.append([_tool_fragment(k, call_id=call_id, name=name, arguments="", with_type=True)])
     argument_frags = [[_tool_fragment(k, arguments=p) for p in pieces] for k, (_i, _n, pieces) in enumerate(calls)]
@@ -270,13 +343,18 @@ def chat_tool_call_stream(
         deltas.append((0, delta, None))
     deltas.append((0, {}, finish_reason))
     n_tokens = sum(len(p) for _i, _n, p in calls) + 2 * len(calls)
-    return _chat_frames(deltas, include_usage=include_usage, usage=chat_usage(50, n_tokens), model=model,
-                        completion_id=completion_id)
+    return _chat_frames(
+        deltas, include_usage=include_usage, usage=chat_usage(50, n_tokens), model=model, completion_id=completion_id
+    )
 
 
 def chat_multi_choice_stream(
-    answers: Sequence[Sequence[str]], *, finish_reasons: Sequence[str] | None = None, include_usage: bool = True,
-    model: str = "model-a", completion_id: str = "chatcmpl-demo"
+    answers: Sequence[Sequence[str]],
+    *,
+    finish_reasons: Sequence[str] | None = None,
+    include_usage: bool = True,
+    model: str = "model-a",
+    completion_id: str = "chatcmpl-demo",
 ) -> list[bytes]:
     """A request with `n = len(answers)`: each chunk carries a delta for one choice, choices interleaved.
 
@@ -296,13 +374,19 @@ def chat_multi_choice_stream(
     for step in range(max((len(s) for s in per_choice), default=0)):
         deltas += [s[step] for s in per_choice if step < len(s)]
     n_tokens = sum(len(p) for p in answers)
-    return _chat_frames(deltas, include_usage=include_usage, usage=chat_usage(12, n_tokens), model=model,
-                        completion_id=completion_id)
+    return _chat_frames(
+        deltas, include_usage=include_usage, usage=chat_usage(12, n_tokens), model=model, completion_id=completion_id
+    )
 
 
 def chat_error_stream(
-    pieces: Sequence[str], error: Mapping[str, Any] | None = None, *, event: str | None = None,
-    then_done: bool = False, model: str = "model-a", completion_id: str = "chatcmpl-demo"
+    pieces: Sequence[str],
+    error: Mapping[str, Any] | None = None,
+    *,
+    event: str | None = None,
+    then_done: bool = False,
+    model: str = "model-a",
+    completion_id: str = "chatcmpl-demo",
 ) -> list[bytes]:
     """A stream that starts normally (HTTP 200, role chunk, some content) and then fails.
 
@@ -332,8 +416,12 @@ CHAT_VARIANTS: dict[str, str] = {
 
 
 def chat_variant_stream(
-    pieces: Sequence[str], variant: str, *, model: str = "model-a", completion_id: str = "chatcmpl-demo",
-    prompt_tokens: int = 12
+    pieces: Sequence[str],
+    variant: str,
+    *,
+    model: str = "model-a",
+    completion_id: str = "chatcmpl-demo",
+    prompt_tokens: int = 12,
 ) -> list[bytes]:
     """The same text answer as `chat_text_stream(pieces)`, the way a compatible server varies it.
 
@@ -348,13 +436,16 @@ def chat_variant_stream(
     if variant in ("ping-comments", "ping-events"):
         ping = sse_comment("ping") if variant == "ping-comments" else sse_frame(to_json({"type": "ping"}), event="ping")
         out = [ping]
-        for frame in base:
-            out += [frame, ping]
+        for framed in base:
+            out += [framed, ping]
         return out[:-1]  # no ping after [DONE]
     if variant == "error-int-code":
-        return chat_error_stream(pieces[: max(1, len(pieces) // 2)],
-                                 error_body("upstream model crashed", "server_error", code=500),
-                                 model=model, completion_id=completion_id)
+        return chat_error_stream(
+            pieces[: max(1, len(pieces) // 2)],
+            error_body("upstream model crashed", "server_error", code=500),
+            model=model,
+            completion_id=completion_id,
+        )
 
     def frame(choices: list[dict[str, Any]], usage: Any) -> bytes:
         return sse_frame(to_json(chat_chunk(choices, usage=usage, model=model, completion_id=completion_id)))
@@ -390,9 +481,13 @@ def chat_variant_stream(
 
 def responses_usage(input_tokens: int = 37, output_tokens: int = 11, reasoning_tokens: int = 0) -> dict[str, Any]:
     """A Responses usage object (it lives in the `response` of the terminal event)."""
-    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
-            "total_tokens": input_tokens + output_tokens}
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        "total_tokens": input_tokens + output_tokens,
+    }
 
 
 def responses_frames(events: Iterable[Mapping[str, Any]], *, start: int = 0, event_lines: bool = True) -> list[bytes]:
@@ -412,17 +507,37 @@ def responses_frames(events: Iterable[Mapping[str, Any]], *, start: int = 0, eve
 
 
 def _response(
-    response_id: str, model: str, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None,
-    *, error: dict[str, Any] | None = None, incomplete_reason: str | None = None,
+    response_id: str,
+    model: str,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+    *,
+    error: dict[str, Any] | None = None,
+    incomplete_reason: str | None = None,
 ) -> dict[str, Any]:
-    return {"id": response_id, "object": "response", "created_at": CREATED, "status": status, "model": model,
-            "output": output, "error": error,
-            "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
-            "tools": [], "tool_choice": "auto", "parallel_tool_calls": True, "usage": usage}
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": CREATED,
+        "status": status,
+        "model": model,
+        "output": output,
+        "error": error,
+        "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "usage": usage,
+    }
 
 
 def _terminal(
-    terminal: str, response_id: str, model: str, output: list[dict[str, Any]], usage: dict[str, Any],
+    terminal: str,
+    response_id: str,
+    model: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any],
     incomplete_reason: str,
 ) -> dict[str, Any]:
     status = RESPONSES_TERMINAL_STATUS.get(terminal)
@@ -447,29 +562,40 @@ def _message_events(pieces: Sequence[str], output_index: int, item_id: str, kind
     full = "".join(pieces)
     field = "text" if kind == "output_text" else "refusal"
     prefix = "response.output_text" if kind == "output_text" else "response.refusal"
-    empty = {"type": kind, field: ""} | ({"annotations": []} if kind == "output_text" else {})
+    empty: dict[str, Any] = {"type": kind, field: ""} | ({"annotations": []} if kind == "output_text" else {})
     part = dict(empty, **{field: full})
     where = {"item_id": item_id, "output_index": output_index, "content_index": 0}
     msg = {"id": item_id, "type": "message", "role": "assistant"}
     events: list[dict[str, Any]] = [
-        {"type": "response.output_item.added", "output_index": output_index,
-         "item": dict(msg, status="in_progress", content=[])},
+        {
+            "type": "response.output_item.added",
+            "output_index": output_index,
+            "item": dict(msg, status="in_progress", content=[]),
+        },
         {"type": "response.content_part.added", **where, "part": empty},
     ]
-    extra = {"logprobs": []} if kind == "output_text" else {}
+    extra: dict[str, Any] = {"logprobs": []} if kind == "output_text" else {}
     events += [{"type": f"{prefix}.delta", **where, "delta": p, **extra} for p in pieces]
     events += [
         {"type": f"{prefix}.done", **where, field: full, **extra},
         {"type": "response.content_part.done", **where, "part": part},
-        {"type": "response.output_item.done", "output_index": output_index,
-         "item": dict(msg, status="completed", content=[part])},
+        {
+            "type": "response.output_item.done",
+            "output_index": output_index,
+            "item": dict(msg, status="completed", content=[part]),
+        },
     ]
     return events
 
 
 def responses_text_events(
-    pieces: Sequence[str], *, terminal: str | None = "response.completed", response_id: str = "resp_demo",
-    model: str = "model-a", incomplete_reason: str = "max_output_tokens", usage: dict[str, Any] | None = None
+    pieces: Sequence[str],
+    *,
+    terminal: str | None = "response.completed",
+    response_id: str = "resp_demo",
+    model: str = "model-a",
+    incomplete_reason: str = "max_output_tokens",
+    usage: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The events (unnumbered dicts) of a Responses text answer; `terminal=None` stops before the terminal."""
     events = _opening(response_id, model) + _message_events(pieces, 0, "msg_demo", "output_text")
@@ -481,8 +607,11 @@ def responses_text_events(
 
 
 def responses_text_stream(
-    pieces: Sequence[str], *, terminal: str = "response.completed", response_id: str = "resp_demo",
-    model: str = "model-a"
+    pieces: Sequence[str],
+    *,
+    terminal: str = "response.completed",
+    response_id: str = "resp_demo",
+    model: str = "model-a",
 ) -> list[bytes]:
     """A Responses text answer as SSE frames.
 
@@ -496,9 +625,15 @@ def responses_text_stream(
 
 
 def responses_function_call_events(
-    arg_pieces: Sequence[str], *, name: str = "get_weather", call_id: str = "call_demo", item_id: str = "fc_demo",
-    output_index: int = 0, terminal: str | None = "response.completed", response_id: str = "resp_demo",
-    model: str = "model-a"
+    arg_pieces: Sequence[str],
+    *,
+    name: str = "get_weather",
+    call_id: str = "call_demo",
+    item_id: str = "fc_demo",
+    output_index: int = 0,
+    terminal: str | None = "response.completed",
+    response_id: str = "resp_demo",
+    model: str = "model-a",
 ) -> list[dict[str, Any]]:
     """The events of a Responses function call: the item is announced with empty arguments, extended by
     `response.function_call_arguments.delta`, finished by `.done` (the whole string), then the item is done."""
@@ -506,8 +641,13 @@ def responses_function_call_events(
     call = {"id": item_id, "type": "function_call", "call_id": call_id, "name": name}
     where = {"item_id": item_id, "output_index": output_index}
     events: list[dict[str, Any]] = _opening(response_id, model)
-    events.append({"type": "response.output_item.added", "output_index": output_index,
-                   "item": dict(call, arguments="", status="in_progress")})
+    events.append(
+        {
+            "type": "response.output_item.added",
+            "output_index": output_index,
+            "item": dict(call, arguments="", status="in_progress"),
+        }
+    )
     events += [{"type": "response.function_call_arguments.delta", **where, "delta": p} for p in arg_pieces]
     events.append({"type": "response.function_call_arguments.done", **where, "arguments": args})
     done_item = dict(call, arguments=args, status="completed")
@@ -519,12 +659,20 @@ def responses_function_call_events(
 
 
 def responses_function_call_stream(
-    arg_pieces: Sequence[str], *, name: str = "get_weather", call_id: str = "call_demo",
-    terminal: str = "response.completed", response_id: str = "resp_demo", model: str = "model-a"
+    arg_pieces: Sequence[str],
+    *,
+    name: str = "get_weather",
+    call_id: str = "call_demo",
+    terminal: str = "response.completed",
+    response_id: str = "resp_demo",
+    model: str = "model-a",
 ) -> list[bytes]:
     """A Responses function call as SSE frames (see `responses_function_call_events`)."""
-    return responses_frames(responses_function_call_events(
-        arg_pieces, name=name, call_id=call_id, terminal=terminal, response_id=response_id, model=model))
+    return responses_frames(
+        responses_function_call_events(
+            arg_pieces, name=name, call_id=call_id, terminal=terminal, response_id=response_id, model=model
+        )
+    )
 
 
 def responses_refusal_events(
@@ -534,8 +682,9 @@ def responses_refusal_events(
     `response.refusal.delta` / `response.refusal.done`, then `response.completed`."""
     events = _opening(response_id, model) + _message_events(pieces, 0, "msg_demo", "refusal")
     output = [events[-1]["item"]]
-    events.append(_terminal("response.completed", response_id, model, output,
-                            responses_usage(output_tokens=len(pieces)), ""))
+    events.append(
+        _terminal("response.completed", response_id, model, output, responses_usage(output_tokens=len(pieces)), "")
+    )
     return events
 
 
@@ -545,11 +694,15 @@ def responses_error_event(message: str, code: str | int | None = "server_error",
 
 
 def responses_error_stream(
-    pieces: Sequence[str], *, message: str = "The server had an error while processing your request.",
-    code: str | int | None = "server_error", response_id: str = "resp_demo", model: str = "model-a"
+    pieces: Sequence[str],
+    *,
+    message: str = "The server had an error while processing your request.",
+    code: str | int | None = "server_error",
+    response_id: str = "resp_demo",
+    model: str = "model-a",
 ) -> list[bytes]:
     """A Responses stream that sends some text deltas, then an `error` event, and no terminal event."""
-    events = responses_text_events(pieces, terminal=None, response_id=response_id, model=model)[:4 + len(pieces)]
+    events = responses_text_events(pieces, terminal=None, response_id=response_id, model=model)[: 4 + len(pieces)]
     events.append(responses_error_event(message, code))
     return responses_frames(events)
 

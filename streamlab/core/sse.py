@@ -44,8 +44,14 @@ from io import BytesIO
 from streamlab.core.errors import SSELimitError
 
 __all__ = [
-    "SSEEvent", "SSEParser", "parse", "is_event_stream", "DEFAULT_MAX_LINE_BYTES", "DEFAULT_MAX_EVENT_BYTES",
-    "MAX_RETRY_MS", "WINDOW"
+    "SSEEvent",
+    "SSEParser",
+    "parse",
+    "is_event_stream",
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "MAX_RETRY_MS",
+    "WINDOW",
 ]
 
 BOM = b"\xef\xbb\xbf"
@@ -82,9 +88,12 @@ class _Blank:
     dataclass's `__init__`, which sets every field through `object.__setattr__`."""
 
     __slots__ = SSEEvent.__slots__
+    event: str  # the fields, declared for the type checker (annotations only: the slots hold the values)
+    data: str
+    last_event_id: str
 
 
-def _retry_ms(digits: bytes) -> int:
+def _retry_ms(digits: bytes | bytearray) -> int:
     """The value of a `retry:` field made of ASCII digits, clamped to MAX_RETRY_MS (never converts more
     digits than that needs, so any length is cheap and nothing can overflow)."""
     digits = digits.lstrip(b"0")
@@ -93,7 +102,7 @@ def _retry_ms(digits: bytes) -> int:
     return min(int(digits or b"0"), MAX_RETRY_MS)
 
 
-def _packed(pieces: list[bytes]) -> bytearray:
+def _packed(pieces: list[bytes | bytearray]) -> bytearray:
     """Pack the data lines of one event into one bytearray joined by LF (extending the first piece in place
     when it already is one); `pieces` is left holding just that bytearray, which is also returned.
 
@@ -107,7 +116,7 @@ def _packed(pieces: list[bytes]) -> bytearray:
     return buf
 
 
-def _joined(pieces: list[bytes]) -> bytes | bytearray:
+def _joined(pieces: list[bytes | bytearray]) -> bytes | bytearray:
     """The data lines of one event joined by LF; a packed first piece is extended, not copied once more."""
     return b"\n".join(pieces) if len(pieces) < 64 and type(pieces[0]) is bytes else _packed(pieces)
 
@@ -141,7 +150,8 @@ class SSEParser:
         self.last_event_id: str = last_event_id
         self._id_buffer = last_event_id  # the standard's "last event ID buffer"; committed at dispatch
         self._event_type = ""
-        self._data: list[bytes] = []  # data values of the event being built (packed into one at each feed's end)
+        # the data values of the event being built (packed into one at the end of each feed)
+        self._data: list[bytes | bytearray] = []
         self._data_len = 0
         self._in_block = False  # a field line was seen since the last blank line
         self._tail: bytes | bytearray = b""  # the unfinished last line (contains no CR or LF)
@@ -177,7 +187,10 @@ class SSEParser:
                 self._pending_cr = True
                 self._ready = False
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = BytesIO(chunk).readlines()  # each line keeps its LF
+        # Each line keeps its LF. readlines() gives list[bytes], but lines[0] may become a bytearray below (a tail
+        # grown in place, plus the line's end): the list is ours alone, so widening it is safe, and a cast() would
+        # cost a call on every feed.
+        lines: list[bytes | bytearray] = BytesIO(chunk).readlines()  # type: ignore[assignment]
         rest = lines.pop() if lines and lines[-1][-1] != 0x0A else b""
         tail = self._tail
         if not lines:  # no line ended in this chunk: the unfinished line grows (in place, see _grow_tail)
@@ -292,7 +305,7 @@ class SSEParser:
         self._ready = self._started and not self._pending_cr
         return chunk, start
 
-    def _grow_tail(self, piece: bytes) -> None:
+    def _grow_tail(self, piece: bytes | bytearray) -> None:
         """Append to the unfinished line. It is kept as the bytes object a split returned until a second piece
         arrives; from then on it is a bytearray that grows in place (amortised linear, ~12% spare room)."""
         tail = self._tail
@@ -302,7 +315,7 @@ class SSEParser:
         if len(tail) > self.max_line_bytes:
             self._fail("max_line_bytes", self._fed - len(tail), [])
 
-    def _long_line(self, lines: list[bytes], out: list[SSEEvent], first_start: int) -> None:
+    def _long_line(self, lines: list[bytes | bytearray], out: list[SSEEvent], first_start: int) -> None:
         """Finish the unfinished line with `lines[0]` and interpret it by itself, holding its bytes at most
         twice: the buffer is copied once and emptied before the line is read, and once read the line is
         dropped (kept in `lines`, a data line would still be held when its event's text is decoded)."""
@@ -315,7 +328,9 @@ class SSEParser:
         self._lines(line, out, (b"", first_start, first_start))
         lines[0] = b":\n"  # already interpreted: a comment line is ignored, and keeps the others' indices
 
-    def _check_line_lengths(self, lines: list[bytes], rest: bytes, out: list[SSEEvent], where: _Where) -> None:
+    def _check_line_lengths(
+        self, lines: list[bytes | bytearray], rest: bytes | bytearray, out: list[SSEEvent], where: _Where
+    ) -> None:
         """Fail at the first line longer than max_line_bytes, after interpreting the lines before it."""
         for i, line in enumerate(lines):
             if len(line) - 1 > self.max_line_bytes:
@@ -331,7 +346,7 @@ class SSEParser:
         self._event_type = ""
         self._in_block = False
 
-    def _lines(self, lines: list[bytes], out: list[SSEEvent], where: _Where) -> None:
+    def _lines(self, lines: list[bytes | bytearray], out: list[SSEEvent], where: _Where) -> None:
         """Interpret complete lines (each ends in LF) into `out`: the rules of the standard.
 
         This is the hot loop, so the per-block state lives in locals and is written back once at the end
@@ -357,8 +372,10 @@ class SSEParser:
                     except UnicodeDecodeError:  # invalid bytes become U+FFFD, as the standard decodes them
                         ev.data = (data[0] if len(data) == 1 else _joined(data)).decode("utf-8", "replace")
                     ev.last_event_id = last_id
-                    ev.__class__ = cls
-                    push(ev)
+                    # The class swap described at _Blank, which a type checker cannot follow: from here on ev
+                    # is an SSEEvent (a cast() would cost a call per event in the hot loop).
+                    ev.__class__ = cls  # type: ignore[assignment]
+                    push(ev)  # type: ignore[arg-type]
                     data = []
                     data_len = 0
                 event_type = ""
@@ -408,7 +425,9 @@ class SSEParser:
         self._reset_block()
         raise self._error
 
-    def _too_big(self, lines: list[bytes], line: bytes, last_id: str, out: list[SSEEvent], where: _Where) -> None:
+    def _too_big(
+        self, lines: list[bytes | bytearray], line: bytes | bytearray, last_id: str, out: list[SSEEvent], where: _Where
+    ) -> None:
         """The data line `line` took the event past max_event_bytes: fail at it (the hot loop's error path),
         keeping the id of the last event delivered."""
         self.last_event_id = last_id
@@ -416,7 +435,7 @@ class SSEParser:
         self._fail("max_event_bytes", self._line_offset(lines, i, where), out)
 
     @staticmethod
-    def _line_offset(lines: list[bytes], i: int, where: _Where) -> int:
+    def _line_offset(lines: list[bytes | bytearray], i: int, where: _Where) -> int:
         """Stream offset where lines[i] starts (error path only; lines[0] may begin in earlier chunks)."""
         raw, start, first_start = where
         if i == 0:
@@ -454,4 +473,3 @@ def is_event_stream(content_type: str | None) -> bool:
         return False
     essence = content_type.split(";", 1)[0].strip(_HTTP_WHITESPACE)
     return essence.encode("ascii", "replace").lower() == b"text/event-stream"
-

@@ -9,7 +9,9 @@ A notebook's check cell calls `check("NN.K", name)` and prints one verdict line:
     Exercise 01.2: not yet: <what is wrong>
     Exercise 09.9: no such exercise (lab 09 has 09.1, 09.2)
 
-A check never raises, so a notebook with untouched stubs still runs top to bottom. The test suite pulls
+A check never raises, so a notebook with untouched stubs still runs top to bottom. Each verdict (the word
+only: passed, not yet, not attempted) is kept in the learner's progress file, and sent to the room's stand-in
+when they joined one (`streamlab.net.progress`; `streamlab progress` shows them all). The test suite pulls
 each hidden solution out of its notebook and runs it through the same checker (tests/test_solutions.py).
 """
 
@@ -21,8 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["exercise", "check", "verdict", "NotAttempted", "Exercise", "registry", "load_lab", "function_answer",
-           "labs_with_exercises"]
+from streamlab.net.progress import record_verdict
+
+__all__ = [
+    "exercise",
+    "check",
+    "verdict",
+    "NotAttempted",
+    "Exercise",
+    "registry",
+    "load_lab",
+    "function_answer",
+    "labs_with_exercises",
+]
 
 
 class NotAttempted(Exception):
@@ -95,25 +108,40 @@ def function_answer(answer: Any, name: str) -> Callable[..., Any]:
 def verdict(ex_id: str, answer: Any) -> str:
     """Run the checker for `ex_id` on `answer` and return the verdict line (never raises; an id that names no
     exercise, a typo in the check cell, gets a verdict that says which ids exist)."""
+    return _judge(ex_id, answer)[1]
+
+
+def _judge(ex_id: str, answer: Any) -> tuple[str | None, str]:
+    """The verdict as a word of `streamlab.core.progress.VERDICTS` (None for an id that names no exercise) and
+    as the line a check cell prints."""
     problem = _unknown(ex_id)
     if problem is not None:
-        return f"Exercise {ex_id}: no such exercise ({problem})"
+        return None, f"Exercise {ex_id}: no such exercise ({problem})"
     ex = _REGISTRY[ex_id]
+    untouched = "not attempted", f"Exercise {ex_id}: not attempted yet"
     if answer is Ellipsis or answer is None:
-        return f"Exercise {ex_id}: not attempted yet"
+        return untouched
     try:
         ex.checker(answer)
     except (NotAttempted, NotImplementedError):
-        return f"Exercise {ex_id}: not attempted yet"
+        return untouched
     except AssertionError as exc:
         if isinstance(exc.__cause__, (NotAttempted, NotImplementedError)):  # a stub, seen through a case wrapper
-            return f"Exercise {ex_id}: not attempted yet"
-        return f"Exercise {ex_id}: not yet: {exc}"
+            return untouched
+        return "not yet", f"Exercise {ex_id}: not yet: {exc}"
     except Exception as exc:  # the learner's code crashed: say how, do not stop the notebook
-        return f"Exercise {ex_id}: not yet: your code raised {type(exc).__name__}: {exc}"
-    return f"Exercise {ex_id}: passed"
+        return "not yet", f"Exercise {ex_id}: not yet: your code raised {type(exc).__name__}: {exc}"
+    return "passed", f"Exercise {ex_id}: passed"
 
 
 def check(ex_id: str, answer: Any) -> None:
-    """Print the verdict for exercise `ex_id` (what a notebook's check cell calls)."""
-    print(verdict(ex_id, answer))
+    """Print the verdict for exercise `ex_id` (what a notebook's check cell calls), then keep it in the
+    learner's progress file and send it to the room they joined, if any (`streamlab.net.progress`: only the
+    verdict and its time, never the answer; a failure there is silent)."""
+    word, line = _judge(ex_id, answer)
+    print(line)
+    if word is not None:
+        try:
+            record_verdict(ex_id, word)
+        except Exception:  # noqa: BLE001 - record_verdict never raises; this guard keeps that a promise
+            pass

@@ -107,8 +107,10 @@ def _check_split_lines(split_lines: Callable[[Iterable[bytes]], Iterator[bytes]]
             try:
                 got = list(split_lines(iter(chunks_at(fixture.raw, cuts))))
             except Exception as exc:
-                raise AssertionError(f"fixture {fixture.name!r}, {_where(fixture.raw, cuts)}: your code raised "
-                                     f"{type(exc).__name__}: {exc}") from exc
+                raise AssertionError(
+                    f"fixture {fixture.name!r}, {_where(fixture.raw, cuts)}: your code raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
             if got != want:
                 k = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
                 mine = _show_line(got[k]) if k < len(got) else "missing"
@@ -133,4 +135,3 @@ def _where(raw: bytes, cuts: tuple[int, ...]) -> str:
     if len(cuts) > 3:
         return f"byte at a time ({len(cuts)} cuts)" if cuts == tuple(range(1, len(raw))) else f"{len(cuts)} cuts"
     return show_split(raw, cuts, context=6).replace("\n", "; ")
-

@@ -55,18 +55,36 @@ def _call(label: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 TOOL_CASES: list[tuple[str, list[bytes], dict[int, dict[str, str]], str]] = [
-    ("two calls, fragments interleaved", shapes.chat_tool_call_stream(),
-     _expected_calls(shapes.DEFAULT_TOOL_CALLS),
-     "key each fragment by its 'index' field, not by the order fragments arrive in"),
-    ("two calls, one after the other", shapes.chat_tool_call_stream(interleave=False),
-     _expected_calls(shapes.DEFAULT_TOOL_CALLS), "concatenate every 'arguments' fragment of a call"),
-    ("id and name split across fragments, id late", shapes.chat_tool_call_stream(split_header=True),
-     _expected_calls(shapes.DEFAULT_TOOL_CALLS),
-     "'id' and 'function.name' may be missing from the first fragment and arrive in pieces: concatenate them too"),
-    ("three calls", shapes.chat_tool_call_stream(_THREE_CALLS), _expected_calls(_THREE_CALLS),
-     "handle any number of calls"),
-    ("a plain text answer (no tool calls)", shapes.chat_text_stream(["Hi"]), {},
-     "a stream without tool_calls gives an empty dict (and 'tool_calls' may be absent or null in a delta)"),
+    (
+        "two calls, fragments interleaved",
+        shapes.chat_tool_call_stream(),
+        _expected_calls(shapes.DEFAULT_TOOL_CALLS),
+        "key each fragment by its 'index' field, not by the order fragments arrive in",
+    ),
+    (
+        "two calls, one after the other",
+        shapes.chat_tool_call_stream(interleave=False),
+        _expected_calls(shapes.DEFAULT_TOOL_CALLS),
+        "concatenate every 'arguments' fragment of a call",
+    ),
+    (
+        "id and name split across fragments, id late",
+        shapes.chat_tool_call_stream(split_header=True),
+        _expected_calls(shapes.DEFAULT_TOOL_CALLS),
+        "'id' and 'function.name' may be missing from the first fragment and arrive in pieces: concatenate them too",
+    ),
+    (
+        "three calls",
+        shapes.chat_tool_call_stream(_THREE_CALLS),
+        _expected_calls(_THREE_CALLS),
+        "handle any number of calls",
+    ),
+    (
+        "a plain text answer (no tool calls)",
+        shapes.chat_text_stream(["Hi"]),
+        {},
+        "a stream without tool_calls gives an empty dict (and 'tool_calls' may be absent or null in a delta)",
+    ),
 ]
 
 
@@ -116,8 +134,11 @@ OUTCOME_CASES: list[tuple[str, list[bytes], bool]] = [
     ("finished, but the usage chunk and [DONE] never came", _cut(shapes.chat_text_stream(_TEXT), 4), False),
     ("the caller stopped reading after two chunks", _cut(shapes.chat_text_stream(_TEXT), 2), True),
     ("the caller stopped reading, but only after [DONE]", shapes.chat_text_stream(_TEXT), True),
-    ("n=2, choice 1 hit the token limit", shapes.chat_multi_choice_stream([["a"], ["b"]],
-                                                                         finish_reasons=["stop", "length"]), False),
+    (
+        "n=2, choice 1 hit the token limit",
+        shapes.chat_multi_choice_stream([["a"], ["b"]], finish_reasons=["stop", "length"]),
+        False,
+    ),
 ]
 
 

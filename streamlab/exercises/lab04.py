@@ -126,8 +126,7 @@ def check_blank_share(fn: Any) -> None:
             raise AssertionError("return a share between 0 and 1, not a percentage")
         if abs(got - want) > 1e-9:
             raise AssertionError(
-                f"blank_share{(ttft, gap, n)} returned {got!r}, expected {want!r}: "
-                "total = ttft + (n_tokens - 1) × gap"
+                f"blank_share{(ttft, gap, n)} returned {got!r}, expected {want!r}: total = ttft + (n_tokens - 1) × gap"
             )
 
 
@@ -145,8 +144,10 @@ def lab04_streams() -> list[tuple[str, list[tuple[float, SSEEvent]]]]:
     plain = chat_text_stream(["Hel", "lo"])
     times = [0.21, 0.47, 0.52, 0.53, 0.53, 0.54]
     empty_first = [plain[0], sse_frame(to_json(chat_chunk([chat_choice({"content": ""})])))] + plain[1:]
-    null_content = [sse_frame(to_json(chat_chunk([chat_choice({"role": "assistant", "content": None})]))),
-                    sse_comment("keep-alive")] + plain[1:]
+    null_content = [
+        sse_frame(to_json(chat_chunk([chat_choice({"role": "assistant", "content": None})]))),
+        sse_comment("keep-alive"),
+    ] + plain[1:]
     no_text = chat_text_stream([], include_usage=True)
     return [
         ("role chunk, then text", _arrivals(plain, times)),

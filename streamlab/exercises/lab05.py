@@ -112,8 +112,10 @@ def check_resume_cursor(answer: Any) -> None:
         ("nothing handled yet", []),
         ("events 0..5", [_payload(n) for n in range(6)]),
         ("events 0..3 then a keep-alive", [_payload(n) for n in range(4)] + [_payload(None, "keepalive")]),
-        ("keep-alives in between",
-         [_payload(0), _payload(None, "keepalive"), _payload(1), _payload(None, "keepalive")]),
+        (
+            "keep-alives in between",
+            [_payload(0), _payload(None, "keepalive"), _payload(1), _payload(None, "keepalive")],
+        ),
         ("a replayed event", [_payload(0), _payload(1), _payload(1)]),
         ("a skipped event", [_payload(0), _payload(2)]),
     ]
@@ -137,4 +139,3 @@ def check_resume_cursor(answer: Any) -> None:
             shown = "raise ValueError" if want is ValueError else f"return {want!r}"
             gave = "raised ValueError" if got is ValueError else f"returned {got!r}"
             raise AssertionError(f"{label}: resume_cursor should {shown}, but it {gave}")
-

@@ -31,8 +31,11 @@ OUTCOMES = ("complete", "incomplete", "failed", "truncated", "cancelled")
 REASONS = ("succeeded", "not retryable", "out of retries", "stream broke")
 KEY = "lab06-check"  # the stand-in keeps episode counts per API key
 WORDS = ["The ", "answer ", "is ", "forty-", "two."]
-ASK: dict[str, Any] = {"messages": [{"role": "user", "content": "What is the answer?"}], "stream": True,
-                       "stream_options": {"include_usage": True}}
+ASK: dict[str, Any] = {
+    "messages": [{"role": "user", "content": "What is the answer?"}],
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
 
 
 def _sends(frames: Sequence[bytes]) -> list[Send]:
@@ -68,22 +71,48 @@ FULL = shapes.chat_text_stream(WORDS, model="check")  # role, 5 pieces, finish, 
 OUTCOME_CASES: list[tuple[str, list[Any], int | None, str]] = [
     # (what happens, steps, stop_after, hint when the answer is wrong)
     ("a complete answer", _sends(FULL), None, ""),
-    ("finish_reason 'length'", _sends(shapes.chat_text_stream(WORDS[:3], finish_reason="length")), None,
-     "the server stopped the answer on purpose at the token limit"),
-    ("finish_reason 'content_filter'",
-     _sends(shapes.chat_text_stream(WORDS[:2], finish_reason="content_filter")), None,
-     "the server stopped the answer on purpose"),
-    ("an error object inside the 200 stream", _sends(shapes.chat_error_stream(WORDS[:2])), None,
-     "the SDK raises openai.APIError for it"),
-    ("the connection is reset after three pieces", _sends(FULL[:4]) + [Cut(reset=True)], None,
-     "the SDK raises openai.APIConnectionError out of the loop"),
-    ("the body ends cleanly after three pieces (no finish_reason, no [DONE])", _sends(FULL[:4]) + [End()], None,
-     "the SDK's loop ends without an exception, yet no finish_reason ever came"),
-    ("the body ends cleanly right after the finish chunk (no usage chunk, no [DONE])",
-     _sends(FULL[:7]) + [End()], None,
-     "the usage chunk that stream_options.include_usage asked for never came: the stream stopped before its end"),
-    ("you stop after 2 chunks", paced(shapes.chat_text_stream([f"t{i:03d} " for i in range(200)]), gap=0.02), 2,
-     "you stopped reading on purpose"),
+    (
+        "finish_reason 'length'",
+        _sends(shapes.chat_text_stream(WORDS[:3], finish_reason="length")),
+        None,
+        "the server stopped the answer on purpose at the token limit",
+    ),
+    (
+        "finish_reason 'content_filter'",
+        _sends(shapes.chat_text_stream(WORDS[:2], finish_reason="content_filter")),
+        None,
+        "the server stopped the answer on purpose",
+    ),
+    (
+        "an error object inside the 200 stream",
+        _sends(shapes.chat_error_stream(WORDS[:2])),
+        None,
+        "the SDK raises openai.APIError for it",
+    ),
+    (
+        "the connection is reset after three pieces",
+        _sends(FULL[:4]) + [Cut(reset=True)],
+        None,
+        "the SDK raises openai.APIConnectionError out of the loop",
+    ),
+    (
+        "the body ends cleanly after three pieces (no finish_reason, no [DONE])",
+        _sends(FULL[:4]) + [End()],
+        None,
+        "the SDK's loop ends without an exception, yet no finish_reason ever came",
+    ),
+    (
+        "the body ends cleanly right after the finish chunk (no usage chunk, no [DONE])",
+        _sends(FULL[:7]) + [End()],
+        None,
+        "the usage chunk that stream_options.include_usage asked for never came: the stream stopped before its end",
+    ),
+    (
+        "you stop after 2 chunks",
+        paced(shapes.chat_text_stream([f"t{i:03d} " for i in range(200)]), gap=0.02),
+        2,
+        "you stopped reading on purpose",
+    ),
 ]
 
 
@@ -103,8 +132,10 @@ def check_sdk_outcome(answer: Any) -> None:
                 if got != want:
                     raise AssertionError(f"{label}: you said {got!r}, but it is {want!r} ({hint})")
                 if stop_after is not None and not _server_saw_client_go(server, model):
-                    raise AssertionError(f"{label}: you returned 'cancelled' but the stand-in is still writing: "
-                                         "close the stream (stream.close()) so the server sees you go")
+                    raise AssertionError(
+                        f"{label}: you returned 'cancelled' but the stand-in is still writing: "
+                        "close the stream (stream.close()) so the server sees you go"
+                    )
             finally:
                 stream.close()
 
@@ -144,23 +175,58 @@ _OK = Episode(_sends(shapes.chat_text_stream(["Hi"], include_usage=False)))
 _CUT = Episode(_sends(shapes.chat_text_stream(["Hi", " there"], include_usage=False)[:2]) + [Cut()])
 RETRY_CASES: list[tuple[str, str, list[Any], list[dict[str, Any]], tuple[int, str]]] = [
     # (model, what happens, episodes, one dict of client options per SDK call, (attempts, why))
-    ("bad", "HTTP 400 (max_retries=2)", [error_episode(400, "bad", type="invalid_request_error")],
-     [{"max_retries": 2}], (1, "not retryable")),
-    ("flaky", "503, then 429, then a stream (max_retries=2)",
-     [error_episode(503, "busy", retry_after_ms=1), error_episode(429, "slow down", retry_after_ms=1), _OK],
-     [{"max_retries": 2}], (3, "succeeded")),
-    ("down", "503 every time (max_retries=2)", [error_episode(503, "down", retry_after_ms=1)],
-     [{"max_retries": 2}], (3, "out of retries")),
-    ("never", "503 with max_retries=0", [error_episode(503, "down", retry_after_ms=1)],
-     [{"max_retries": 0}], (1, "out of retries")),
-    ("gone", "429, then 404 (max_retries=3)",
-     [error_episode(429, "slow down", retry_after_ms=1), error_episode(404, "no such model", code="model_not_found")],
-     [{"max_retries": 3}], (2, "not retryable")),
-    ("broke", "two calls: the first gets 503 twice (max_retries=1), the second a 200 whose stream is cut",
-     [error_episode(503, "busy", retry_after_ms=1), error_episode(503, "busy", retry_after_ms=1), _CUT],
-     [{"max_retries": 1}, {"max_retries": 1}], (1, "stream broke")),
-    ("slow", "the server does not answer within timeout=0.2 s (max_retries=1)",
-     [error_episode(503, "too late", wait=2.0)], [{"max_retries": 1, "timeout": 0.2}], (2, "out of retries")),
+    (
+        "bad",
+        "HTTP 400 (max_retries=2)",
+        [error_episode(400, "bad", type="invalid_request_error")],
+        [{"max_retries": 2}],
+        (1, "not retryable"),
+    ),
+    (
+        "flaky",
+        "503, then 429, then a stream (max_retries=2)",
+        [error_episode(503, "busy", retry_after_ms=1), error_episode(429, "slow down", retry_after_ms=1), _OK],
+        [{"max_retries": 2}],
+        (3, "succeeded"),
+    ),
+    (
+        "down",
+        "503 every time (max_retries=2)",
+        [error_episode(503, "down", retry_after_ms=1)],
+        [{"max_retries": 2}],
+        (3, "out of retries"),
+    ),
+    (
+        "never",
+        "503 with max_retries=0",
+        [error_episode(503, "down", retry_after_ms=1)],
+        [{"max_retries": 0}],
+        (1, "out of retries"),
+    ),
+    (
+        "gone",
+        "429, then 404 (max_retries=3)",
+        [
+            error_episode(429, "slow down", retry_after_ms=1),
+            error_episode(404, "no such model", code="model_not_found"),
+        ],
+        [{"max_retries": 3}],
+        (2, "not retryable"),
+    ),
+    (
+        "broke",
+        "two calls: the first gets 503 twice (max_retries=1), the second a 200 whose stream is cut",
+        [error_episode(503, "busy", retry_after_ms=1), error_episode(503, "busy", retry_after_ms=1), _CUT],
+        [{"max_retries": 1}, {"max_retries": 1}],
+        (1, "stream broke"),
+    ),
+    (
+        "slow",
+        "the server does not answer within timeout=0.2 s (max_retries=1)",
+        [error_episode(503, "too late", wait=2.0)],
+        [{"max_retries": 1, "timeout": 0.2}],
+        (2, "out of retries"),
+    ),
 ]
 
 
@@ -168,7 +234,8 @@ def _play_calls(client: openai.OpenAI, model: str, calls: list[dict[str, Any]]) 
     for options in calls:
         try:
             stream = client.with_options(**options).chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "hi"}], stream=True)
+                model=model, messages=[{"role": "user", "content": "hi"}], stream=True
+            )
             for _ in stream:
                 pass
         except openai.APIError:  # every way the story ends; the records tell it
@@ -193,7 +260,8 @@ def check_retry_story(answer: Any) -> None:
             if attempts != want[0]:
                 raise AssertionError(
                     f"{label}: the SDK made {want[0]} attempt(s) for its last call, you said {attempts!r} "
-                    "(a call starts at the record whose x-stainless-retry-count is '0')")
+                    "(a call starts at the record whose x-stainless-retry-count is '0')"
+                )
             if why != want[1]:
                 raise AssertionError(f"{label}: it stopped because {_WHY[want[1]]}; you said {why!r}")
 
@@ -202,9 +270,8 @@ _WHY = {
     "succeeded": "the last attempt got a 200 and its stream reached its end (record outcome 'complete')",
     "not retryable": "the last status is one the SDK never retries (only 408, 409, 429 and 5xx are)",
     "out of retries": "the last attempt failed in a retryable way (a 5xx, a 429, or no answer at all: status "
-                      "None) and max_retries was used up",
-    "stream broke": "the last attempt got a 200 and the stream then broke; the SDK never retries a started "
-                    "stream",
+    "None) and max_retries was used up",
+    "stream broke": "the last attempt got a 200 and the stream then broke; the SDK never retries a started stream",
 }
 
 
@@ -227,14 +294,22 @@ _STALL = shapes.chat_text_stream(["still ", "here"], include_usage=False)[:3]  #
 SAFE_CASES: list[tuple[str, list[Any], bool]] = [
     # (what happens, steps, whether the client must hang up before the server gives up)
     ("an ordinary answer with its usage chunk", _sends(shapes.chat_text_stream(HELLO)), False),
-    ("usage on every chunk (a vLLM option)", _sends(shapes.chat_variant_stream(HELLO, "vllm-continuous-usage")),
-     False),
-    ("the usage chunk keeps a choice with an empty delta (LiteLLM)",
-     _sends(shapes.chat_variant_stream(HELLO, "litellm-usage-in-choice")), False),
-    ("the connection is reset before the usage chunk", _sends(shapes.chat_text_stream(HELLO)[:4]) + [Cut(reset=True)],
-     False),
-    ("two pieces, then only keep-alive comments for 3 s", _sends(_STALL) + [Wait(0.05), KeepAlive()] * 60 + [Cut()],
-     True),
+    ("usage on every chunk (a vLLM option)", _sends(shapes.chat_variant_stream(HELLO, "vllm-continuous-usage")), False),
+    (
+        "the usage chunk keeps a choice with an empty delta (LiteLLM)",
+        _sends(shapes.chat_variant_stream(HELLO, "litellm-usage-in-choice")),
+        False,
+    ),
+    (
+        "the connection is reset before the usage chunk",
+        _sends(shapes.chat_text_stream(HELLO)[:4]) + [Cut(reset=True)],
+        False,
+    ),
+    (
+        "two pieces, then only keep-alive comments for 3 s",
+        _sends(_STALL) + [Wait(0.05), KeepAlive()] * 60 + [Cut()],
+        True,
+    ),
 ]
 IDLE = 0.3
 
@@ -277,7 +352,8 @@ def check_safe_read(answer: Any) -> None:
                 if record.ending != "client_gone":
                     raise AssertionError(
                         f"{label}: your loop waited until the server gave up (the stand-in's record says "
-                        f"{str(record.ending)!r}); leave once no content came for idle_timeout seconds")
+                        f"{str(record.ending)!r}); leave once no content came for idle_timeout seconds"
+                    )
 
 
 def solution_safe_read(stream: Any, idle_timeout: float) -> tuple[str, Any, str]:

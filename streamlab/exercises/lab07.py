@@ -47,8 +47,20 @@ from streamlab.exercises import NotAttempted, exercise, function_answer
 from streamlab.net.relay.serving import AppServer
 from streamlab.net.relaycheck.run import RelayUnderTest, check_relay
 
-__all__ = ["StreamInfo", "Body", "relay_app", "learner_relay", "between_events", "KEEPALIVE", "READ_TIMEOUT",
-           "DEADLINE", "CHECKER", "STAGES", "attempted", "grade_my_relay"]
+__all__ = [
+    "StreamInfo",
+    "Body",
+    "relay_app",
+    "learner_relay",
+    "between_events",
+    "KEEPALIVE",
+    "READ_TIMEOUT",
+    "DEADLINE",
+    "CHECKER",
+    "STAGES",
+    "attempted",
+    "grade_my_relay",
+]
 
 KEEPALIVE = 0.2
 """Seconds of upstream silence after which the learner's relay sends a keep-alive (the checker stalls 4 x this)."""
@@ -58,8 +70,13 @@ DEADLINE = 6.0
 """Seconds after which the plumbing ends any stream (cleanly, adding nothing). The checker's streams last about
 two seconds; without a deadline, a relay that answers a stalled upstream with keep-alives forever would keep the
 check waiting forever. Production relays have one too, in minutes."""
-CHECKER: dict[str, Any] = {"keepalive": KEEPALIVE, "read_timeout": READ_TIMEOUT, "fuzz_runs": 4,
-                           "ttft_bound": 1.0, "disconnect_bound": 2.0}
+CHECKER: dict[str, Any] = {
+    "keepalive": KEEPALIVE,
+    "read_timeout": READ_TIMEOUT,
+    "fuzz_runs": 4,
+    "ttft_bound": 1.0,
+    "disconnect_bound": 2.0,
+}
 """The relay checker's options in this lab: the relay's intervals, four fuzz runs, and time bounds loosened from
 the defaults (250 ms of added time to first token, 1 s to see a departure) so a busy shared machine cannot turn
 a pass into a fail; every other verdict is about bytes and records, not speed."""
@@ -103,8 +120,10 @@ Body = Callable[[httpx.Response, StreamInfo], AsyncIterator[bytes]]
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": f"relay: {message}", "type": "relay_error", "param": None,
-                                   "code": code}}, status_code=status)
+    return JSONResponse(
+        {"error": {"message": f"relay: {message}", "type": "relay_error", "param": None, "code": code}},
+        status_code=status,
+    )
 
 
 def _model(content: bytes) -> str | None:
@@ -128,8 +147,15 @@ async def _within(chunks: AsyncIterator[bytes], deadline: float) -> AsyncIterato
         await chunks.aclose()  # type: ignore[attr-defined]  # an async generator: its own finally runs now
 
 
-def relay_app(body: Body, upstream: str, *, keepalive: float = KEEPALIVE, read_timeout: float = READ_TIMEOUT,
-              summaries: list[dict[str, Any]] | None = None, deadline: float = DEADLINE) -> Starlette:
+def relay_app(
+    body: Body,
+    upstream: str,
+    *,
+    keepalive: float = KEEPALIVE,
+    read_timeout: float = READ_TIMEOUT,
+    summaries: list[dict[str, Any]] | None = None,
+    deadline: float = DEADLINE,
+) -> Starlette:
     """A relay's plumbing around `body`: a Starlette app for POST /v1/chat/completions and /v1/responses.
 
     It forwards the request body and its Authorization / Content-Type / Accept headers to `upstream` (a base URL
@@ -152,11 +178,12 @@ def relay_app(body: Body, upstream: str, *, keepalive: float = KEEPALIVE, read_t
         started = time.perf_counter()
         content = await request.body()
         client = state["client"]
-        url = upstream.rstrip("/") + request.url.path[len("/v1"):]
+        url = upstream.rstrip("/") + request.url.path[len("/v1") :]
         headers = {k: v for k, v in request.headers.items() if k in _FORWARD}
         try:
-            response = await client.send(client.build_request("POST", url, content=content, headers=headers),
-                                         stream=True)
+            response = await client.send(
+                client.build_request("POST", url, content=content, headers=headers), stream=True
+            )
         except httpx.HTTPError as exc:
             return _error(502, "upstream_unreachable", f"cannot reach the upstream: {type(exc).__name__}")
         if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -168,16 +195,18 @@ def relay_app(body: Body, upstream: str, *, keepalive: float = KEEPALIVE, read_t
                 await response.aclose()
             return Response(raw, status_code=response.status_code, media_type=response.headers.get("content-type"))
         info = StreamInfo(_model(content), dialect_of(request.url.path), started, keepalive, read_timeout, sink)
-        return StreamingResponse(_within(body(response, info), deadline), media_type="text/event-stream",
-                                 headers=_STREAM_HEADERS)
+        return StreamingResponse(
+            _within(body(response, info), deadline), media_type="text/event-stream", headers=_STREAM_HEADERS
+        )
 
     routes = [Route("/v1/chat/completions", handle, methods=["POST"]), Route("/v1/responses", handle, methods=["POST"])]
     return Starlette(routes=routes, lifespan=lifespan)
 
 
 @contextlib.contextmanager
-def learner_relay(body: Body, upstream: str, *, keepalive: float = KEEPALIVE,
-                  read_timeout: float = READ_TIMEOUT) -> Iterator[RelayUnderTest]:
+def learner_relay(
+    body: Body, upstream: str, *, keepalive: float = KEEPALIVE, read_timeout: float = READ_TIMEOUT
+) -> Iterator[RelayUnderTest]:
     """Serve `relay_app(body, upstream)` on 127.0.0.1 (a free port) for as long as the block runs, as the relay
     checker sees a relay: its base URL and a reader of its summary lines."""
     summaries: list[dict[str, Any]] = []
@@ -255,8 +284,10 @@ def _body(answer: Any, name: str) -> Body:
     if not attempted(answer):
         raise NotAttempted
     if not inspect.isasyncgenfunction(answer):
-        raise AssertionError(f"{name} should be an async generator function (`async def` with `yield` in it): "
-                             "the relay sends every bytes object it yields")
+        raise AssertionError(
+            f"{name} should be an async generator function (`async def` with `yield` in it): "
+            "the relay sends every bytes object it yields"
+        )
     return answer
 
 

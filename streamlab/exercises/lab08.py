@@ -32,17 +32,30 @@ from streamlab.exercises import NotAttempted, exercise, function_answer
 
 ANSWER = "".join(ANSWER_PIECES)
 CALL = ("get_weather", {"location": "Paris, France"})
-TEXT_REQUEST: dict[str, Any] = {"model": "any", "messages": [{"role": "user", "content": "Count to five."}],
-                                "stream": True, "stream_options": {"include_usage": True}}
-TOOL_REQUEST: dict[str, Any] = {"model": "any", "messages": [{"role": "user", "content": "Weather in Paris?"}],
-                                "stream": True, "tools": [{"type": "function", "function": TOOL}]}
+TEXT_REQUEST: dict[str, Any] = {
+    "model": "any",
+    "messages": [{"role": "user", "content": "Count to five."}],
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
+TOOL_REQUEST: dict[str, Any] = {
+    "model": "any",
+    "messages": [{"role": "user", "content": "Weather in Paris?"}],
+    "stream": True,
+    "tools": [{"type": "function", "function": TOOL}],
+}
 REFUSAL = ErrorEpisode(400, shapes.error_body("invalid type for 'messages'", "invalid_request_error"))
 DOCUMENTED_REFUSAL = {
     "error": REFUSAL,
-    "not_json": ErrorEpisode(400, shapes.error_body("We could not parse the JSON body of your request.",
-                                                    "invalid_request_error")),
-    "too_long": ErrorEpisode(400, shapes.error_body("This model's maximum context length is 32768 tokens.",
-                                                    "invalid_request_error", "context_length_exceeded")),
+    "not_json": ErrorEpisode(
+        400, shapes.error_body("We could not parse the JSON body of your request.", "invalid_request_error")
+    ),
+    "too_long": ErrorEpisode(
+        400,
+        shapes.error_body(
+            "This model's maximum context length is 32768 tokens.", "invalid_request_error", "context_length_exceeded"
+        ),
+    ),
 }
 """The stand-in's own refusal of each kind of probe the API must refuse (before a profile reshapes it)."""
 LAB_PROFILES = ("openai", "vllm", "ollama", "litellm", "llamacpp", "broken")
@@ -51,10 +64,10 @@ HINTS = {
     "ollama": "Ollama repeats the role on every delta and sends tool calls without an index (group them by id)",
     "vllm": "vLLM leaves finish_reason out instead of sending null (read it with .get)",
     "litellm": "LiteLLM's usage chunk carries a choice with an empty delta, and its tool calls end with "
-               "finish_reason \"stop\"",
+    'finish_reason "stop"',
     "llamacpp": "llama-server puts the usage on the finish chunk, even unasked",
     "broken": "the broken profile never sends [DONE], changes ids, repeats the call id on every fragment and "
-              "sends : ping comments",
+    "sends : ping comments",
 }
 
 
@@ -94,21 +107,38 @@ def read_cases() -> tuple[ReadCase, ...]:
     cases = []
     for name in LAB_PROFILES:
         complete = name != "broken"
-        for kind, request, expected in (("text with usage", TEXT_REQUEST, {"text": ANSWER, "tool_calls": []}),
-                                        ("a tool call", TOOL_REQUEST, {"text": "", "tool_calls": [CALL]})):
+        for kind, request, expected in (
+            ("text with usage", TEXT_REQUEST, {"text": ANSWER, "tool_calls": []}),
+            ("a tool call", TOOL_REQUEST, {"text": "", "tool_calls": [CALL]}),
+        ):
             sent = apply_profile(PROFILES[name], answer_episode("chat", request), dialect="chat", request=request)
             payload = sent.payload
-            cases.append(ReadCase(f"{name}, {kind}", payload,
-                                  {**expected, "usage": last_usage(payload), "complete": complete},
-                                  HINTS.get(name, "")))
+            cases.append(
+                ReadCase(
+                    f"{name}, {kind}",
+                    payload,
+                    {**expected, "usage": last_usage(payload), "complete": complete},
+                    HINTS.get(name, ""),
+                )
+            )
     refused = apply_profile(PROFILES["llamacpp"], REFUSAL, dialect="chat", request={"stream": True})
-    cases.append(ReadCase("llamacpp, a refusal sent as an error: line", refused.payload,  # type: ignore[union-attr]
-                          {"text": "", "tool_calls": [], "usage": None, "complete": False},
-                          "the parser ignores the error: line, so only [DONE] arrives: no choice ever finished"))
+    cases.append(
+        ReadCase(
+            "llamacpp, a refusal sent as an error: line",
+            refused.payload,  # type: ignore[union-attr]
+            {"text": "", "tool_calls": [], "usage": None, "complete": False},
+            "the parser ignores the error: line, so only [DONE] arrives: no choice ever finished",
+        )
+    )
     failed = b"".join(shapes.chat_error_stream(ANSWER_PIECES[:2]))
-    cases.append(ReadCase("an error object inside the stream", failed,
-                          {"text": "".join(ANSWER_PIECES[:2]), "tool_calls": [], "usage": None, "complete": False},
-                          "data: {\"error\": ...} means the answer failed, whatever came before"))
+    cases.append(
+        ReadCase(
+            "an error object inside the stream",
+            failed,
+            {"text": "".join(ANSWER_PIECES[:2]), "tool_calls": [], "usage": None, "complete": False},
+            'data: {"error": ...} means the answer failed, whatever came before',
+        )
+    )
     return tuple(cases)
 
 
@@ -123,13 +153,15 @@ def _call(fn: Callable[..., Any], label: str, *args: Any) -> Any:
 
 def _normalised(result: Any, label: str) -> dict[str, Any]:
     if not isinstance(result, dict) or not {"text", "tool_calls", "usage", "complete"} <= set(result):
-        raise AssertionError(f"{label}: return a dict with the keys text, tool_calls, usage and complete; got "
-                             f"{result!r:.80}")
+        raise AssertionError(
+            f"{label}: return a dict with the keys text, tool_calls, usage and complete; got {result!r:.80}"
+        )
     try:
         calls = [(name, args) for name, args in result["tool_calls"]]
     except (TypeError, ValueError):
-        raise AssertionError(f"{label}: tool_calls should be a list of (name, arguments dict) pairs, got "
-                             f"{result['tool_calls']!r:.80}") from None
+        raise AssertionError(
+            f"{label}: tool_calls should be a list of (name, arguments dict) pairs, got {result['tool_calls']!r:.80}"
+        ) from None
     return {"text": result["text"], "tool_calls": calls, "usage": result["usage"], "complete": result["complete"]}
 
 
@@ -142,8 +174,9 @@ def check_defensive_read(answer: Any) -> None:
             for key in ("text", "tool_calls", "usage", "complete"):
                 if got[key] != case.expected[key]:
                     hint = f" ({case.hint})" if case.hint else ""
-                    raise AssertionError(f"{case.label}: {key} is {got[key]!r}, but the stream says "
-                                         f"{case.expected[key]!r}{hint}")
+                    raise AssertionError(
+                        f"{case.label}: {key} is {got[key]!r}, but the stream says {case.expected[key]!r}{hint}"
+                    )
 
 
 # -- 08.2 --------------------------------------------------------------------------------------------------------
@@ -155,13 +188,19 @@ def _simulated(name: str) -> dict[str, Any]:
     for probe in probes_for("both", "any"):
         answer = DOCUMENTED_REFUSAL.get(probe.kind) or answer_episode(probe.dialect, probe.body)
         not_json = probe.kind == "not_json"
-        sent = apply_profile(PROFILES[name], answer, dialect=probe.dialect, request={} if not_json else probe.body,
-                             not_json=not_json)
+        sent = apply_profile(
+            PROFILES[name], answer, dialect=probe.dialect, request={} if not_json else probe.body, not_json=not_json
+        )
         if isinstance(sent, ErrorEpisode):
             plain = isinstance(sent.body, bytes)
-            results.append(ProbeResult(probe, sent.status, (("content-type", "text/plain" if plain else
-                                                             "application/json"),),
-                                       sent.body if plain else json.dumps(sent.body).encode()))
+            results.append(
+                ProbeResult(
+                    probe,
+                    sent.status,
+                    (("content-type", "text/plain" if plain else "application/json"),),
+                    sent.body if plain else json.dumps(sent.body).encode(),
+                )
+            )
         else:
             results.append(ProbeResult(probe, 200, (("content-type", "text/event-stream"),), sent.payload))
     return Report(f"stand-in --profile {name}", "any", "both", grade(results)).as_dict()
@@ -190,8 +229,12 @@ def gate_cases() -> tuple[tuple[str, dict[str, Any], tuple[str, ...], int], ...]
         ("a usage.choices warning, and you bill on usage (depends_on ('usage.',))", usage_warn, ("usage.",), 1),
         ("a chat.finish_null warning, and you depend on usage", finish_warn, ("usage.",), 0),
         ("a chat.finish_null warning, and you depend on exactly that check", finish_warn, ("chat.finish_null",), 1),
-        ("a warning on chat.finish_null, and you depend on 'chat.finish' (an id, not a prefix)", finish_warn,
-         ("chat.finish",), 0),
+        (
+            "a warning on chat.finish_null, and you depend on 'chat.finish' (an id, not a prefix)",
+            finish_warn,
+            ("chat.finish",),
+            0,
+        ),
         ("an endpoint that could not be checked", gone, ("usage.",), 2),
     )
 

@@ -61,8 +61,10 @@ def _chunk(content: str | None = None, finish: str | None = None, *, usage: bool
 _HI = [_chunk("Hi "), _chunk("there"), _chunk(finish="stop"), shapes.chat_done()]
 _NO_EVENTS = "My loop finds no events at all in this stream."
 _STOPS = "The answer stops in the middle of a sentence, and nothing was raised."
-_CRASH = ("This loop crashes at the very end: "
-          "for event in events: text += json.loads(event.data)['choices'][0]['delta'].get('content') or ''")
+_CRASH = (
+    "This loop crashes at the very end: "
+    "for event in events: text += json.loads(event.data)['choices'][0]['delta'].get('content') or ''"
+)
 
 CAPTURES: dict[str, Capture] = {
     "a": Capture(_NO_EVENTS, b"".join(_HI).replace(b"\n", b"\r\n")),
@@ -104,8 +106,9 @@ def check_diagnosis(answer: Any) -> None:
     wrong = [key for key in sorted(EXPECTED) if answer[key] != EXPECTED[key]]
     if wrong:
         first = wrong[0]
-        raise AssertionError(f"{len(wrong)} of {len(EXPECTED)} not right yet. ({first}) is not "
-                             f"{answer[first]!r}: {HINTS[first]}")
+        raise AssertionError(
+            f"{len(wrong)} of {len(EXPECTED)} not right yet. ({first}) is not {answer[first]!r}: {HINTS[first]}"
+        )
 
 
 # -- 09.2: repair the buggy loop ----------------------------------------------------------------------
@@ -143,7 +146,7 @@ def _splits(raw: bytes, seed: int) -> list[tuple[str, list[bytes]]]:
     """Ways to cut `raw`: whole, one byte at a time, inside every multi-byte character, seeded random cuts."""
     rng = random.Random(seed)
     n = len(raw)
-    cr_lf = [i + 1 for i in range(n - 1) if raw[i:i + 2] == b"\r\n"]  # between a CR and its LF
+    cr_lf = [i + 1 for i in range(n - 1) if raw[i : i + 2] == b"\r\n"]  # between a CR and its LF
     out = [("whole", [raw]), ("a byte at a time", chunks_at(raw, range(1, n)))]
     out.append(("cut inside every multi-byte character", _inside_characters(raw)))
     if cr_lf:
@@ -185,15 +188,14 @@ def check_read_answer(answer: Any) -> None:
                 raise
             except Exception as exc:  # say which stream and which cut crashed the learner's code
                 raise AssertionError(f"{label}: your code raised {type(exc).__name__}: {exc}") from exc
-            if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], str)
-                    and isinstance(got[1], bool)):
+            if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], str) and isinstance(got[1], bool)):
                 raise AssertionError(f"{label}: read_answer should return (text, complete), got {got!r}")
             if got[0] != want[0]:
                 raise AssertionError(f"{label}: text {got[0]!r}, expected {want[0]!r}")
             if got[1] != want[1]:
-                why = ("[DONE] arrived and the choice finished with 'stop'" if want[1]
-                       else "no [DONE] or no finish_reason 'stop': the answer is not complete")
+                why = (
+                    "[DONE] arrived and the choice finished with 'stop'"
+                    if want[1]
+                    else "no [DONE] or no finish_reason 'stop': the answer is not complete"
+                )
                 raise AssertionError(f"{label}: complete={got[1]}, expected {want[1]} ({why})")
-
-
-

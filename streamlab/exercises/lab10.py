@@ -62,16 +62,18 @@ def _effective(table: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
 @exercise("10.1", "breaker_table")
 def check_breaker_table(answer: Any) -> None:
     if not isinstance(answer, dict):
-        raise AssertionError(f"breaker_table should be a dict {{(state, signal): next state}}, got "
-                             f"{type(answer).__name__}")
+        raise AssertionError(
+            f"breaker_table should be a dict {{(state, signal): next state}}, got {type(answer).__name__}"
+        )
     if not answer or all(v is Ellipsis for v in answer.values()):
         raise NotAttempted
     states, signals = {s.value for s in State}, {g.value for g in Signal}
     table: dict[tuple[str, str], str] = {}
     for key, value in answer.items():
         if not (isinstance(key, tuple) and len(key) == 2 and key[0] in states and key[1] in signals):
-            raise AssertionError(f"{key!r} is not a (state, signal) pair; states are {sorted(states)}, signals "
-                                 f"{sorted(signals)}")
+            raise AssertionError(
+                f"{key!r} is not a (state, signal) pair; states are {sorted(states)}, signals {sorted(signals)}"
+            )
         if value is Ellipsis:
             raise AssertionError(f"{key!r} is still `...`")
         if value not in states:
@@ -84,8 +86,9 @@ def check_breaker_table(answer: Any) -> None:
         pair = wrong[0]
         why = _TABLE_WHY.get(pair, f"{pair[1]!r} in {pair[0]!r} is not a transition: the state stays {pair[0]!r}")
         left_out = "" if pair in table else " (left out: a pair not in the table keeps its state)"
-        raise AssertionError(f"{len(wrong)} pair(s) not right yet. First: {pair} -> {theirs[pair]!r}{left_out}, "
-                             f"but {why}.")
+        raise AssertionError(
+            f"{len(wrong)} pair(s) not right yet. First: {pair} -> {theirs[pair]!r}{left_out}, but {why}."
+        )
 
 
 # -- 10.2 fail over or not ------------------------------------------------------------------------------------
@@ -123,8 +126,9 @@ _MOVE_WHY = {
 @exercise("10.2", "fail_over_or_not")
 def check_fail_over_or_not(answer: Any) -> None:
     if not isinstance(answer, dict):
-        raise AssertionError(f"fail_over_or_not should be a dict like {{'a': 'fail_over', ...}}, got "
-                             f"{type(answer).__name__}")
+        raise AssertionError(
+            f"fail_over_or_not should be a dict like {{'a': 'fail_over', ...}}, got {type(answer).__name__}"
+        )
     if not answer or all(v is Ellipsis for v in answer.values()):
         raise NotAttempted
     if sorted(answer) != sorted(CASES):
@@ -138,8 +142,9 @@ def check_fail_over_or_not(answer: Any) -> None:
     for key in sorted(CASES):
         verdict = decide(CASES[key])
         if answer[key] != verdict.move.value:
-            wrong.append(f"({key}) {SITUATIONS[key]}: not {answer[key]} ({_MOVE_WHY[answer[key]]}); "
-                         f"the rule says {verdict}")
+            wrong.append(
+                f"({key}) {SITUATIONS[key]}: not {answer[key]} ({_MOVE_WHY[answer[key]]}); the rule says {verdict}"
+            )
     if wrong:
         raise AssertionError(f"{len(wrong)} of {len(CASES)} not right yet. First: {wrong[0]}")
 
@@ -164,12 +169,21 @@ def check_interval_ms(answer: Any) -> None:
         raise AssertionError(f"interval_ms should be a number of milliseconds, got {answer!r}")
     if not 0 <= answer <= 1000:
         raise AssertionError(f"interval_ms={answer!r}: choose between 0 and 1000 ms")
+    if 0 < answer < 1:  # no screen repaints more often than every millisecond: this is a number of seconds
+        raise AssertionError(
+            f"interval_ms is in milliseconds, and {answer:g} ms is shorter than any screen's "
+            f"frame: it looks like seconds ({answer:g} s would be interval_ms = {answer * 1000:g})"
+        )
     for name, (rate, wait, first) in interval_report(float(answer)).items():
         if rate > REPAINT_BUDGET + 1e-9:
-            raise AssertionError(f"at {answer:g} ms the {name} stream still repaints {rate:.1f} times a second "
-                                 f"(budget {REPAINT_BUDGET:g}): a longer interval coalesces more deltas per repaint")
+            raise AssertionError(
+                f"at {answer:g} ms the {name} stream still repaints {rate:.1f} times a second "
+                f"(budget {REPAINT_BUDGET:g}): a longer interval coalesces more deltas per repaint"
+            )
         if wait > WAIT_BUDGET_MS + 1e-6:
-            raise AssertionError(f"at {answer:g} ms a delta of the {name} stream waits up to {wait:.0f} ms before "
-                                 f"it is painted (budget {WAIT_BUDGET_MS:g} ms): a shorter interval keeps text fresher")
+            raise AssertionError(
+                f"at {answer:g} ms a delta of the {name} stream waits up to {wait:.0f} ms before "
+                f"it is painted (budget {WAIT_BUDGET_MS:g} ms): a shorter interval keeps text fresher"
+            )
         if abs(first - FAST.ttft * 1000) > 1e-6:  # cannot happen with the library's batching; said for clarity
             raise AssertionError(f"the first words of the {name} stream appear at {first:.0f} ms, not at the TTFT")

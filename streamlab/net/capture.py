@@ -59,16 +59,28 @@ N_CTX = 2048
 SEED = 7
 
 ASK = [{"role": "user", "content": "Write one sentence about rivers."}]
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 WEATHER_ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 def chat(**fields: Any) -> dict[str, Any]:
     """A streamed chat request, bounded and deterministic unless `fields` say otherwise."""
-    return {"model": MODEL_NAME, "messages": ASK, "stream": True, "max_tokens": 40, "temperature": 0,
-            "seed": SEED, **fields}
+    return {
+        "model": MODEL_NAME,
+        "messages": ASK,
+        "stream": True,
+        "max_tokens": 40,
+        "temperature": 0,
+        "seed": SEED,
+        **fields,
+    }
 
 
 def long_prompt(tokens_over: int = N_CTX) -> list[dict[str, str]]:
@@ -120,64 +132,152 @@ CHATML = ("--chat_format", "chatml-function-calling")
 
 
 PROBES: tuple[Probe, ...] = (
-    Probe("chat-plain", chat(), (
-        "A plain chat stream: a first chunk whose delta is only {\"role\": \"assistant\"}, one chunk per token, a "
-        "last chunk with an empty delta and finish_reason 'length', then [DONE]. The base model echoes the prompt and "
-        "rambles to max_tokens; chunks carry no system_fingerprint.")),
-    Probe("chat-200-tokens", chat(max_tokens=200, messages=[{"role": "user", "content": "Tell me about rivers."}]), (
-        "Real pacing over 200 tokens, one chunk per token, finish_reason 'length': the reads' times show the time "
-        "to first token and the decode rate on 2 cores (machine.other_cpu_seconds says what else ran meanwhile).")),
-    Probe("include-usage", chat(stream_options={"include_usage": True}), (
-        "stream_options.include_usage is accepted and ignored: no chunk carries usage, where the OpenAI API sends a "
-        "last chunk with empty choices and the usage object before [DONE].")),
-    Probe("error-messages-not-list", chat(messages="Write one sentence about rivers."), (
-        "A validation error (messages is a string) is a 500 internal_server_error whose message is FastAPI's "
-        "validation report with a traceback line naming the server's source file, where the OpenAI API answers 400 "
-        "invalid_request_error. File paths in the stored body are redacted.")),
-    Probe("error-not-json", "this body is not JSON", (
-        "A body that is not JSON is a 500 with the plain-text body 'Internal Server Error', where the OpenAI API "
-        "answers 400 with a JSON error object.")),
-    Probe("no-messages", {"model": MODEL_NAME, "stream": True, "max_tokens": 16, "temperature": 0, "seed": SEED}, (
-        "A request with no messages is accepted (the OpenAI API answers 400: messages is required) and the model "
-        "generates from an empty prompt; only max_tokens stops it before the context is full.")),
-    Probe("prompt-over-context", chat(messages=long_prompt()), (
-        f"A prompt longer than the context ({N_CTX} tokens) is a 200 text/event-stream with an empty body: no event, "
-        "no error, no [DONE], where the OpenAI API answers 400 context_length_exceeded before any stream.")),
-    Probe("tool-choice-required", chat(messages=WEATHER_ASK, tools=[WEATHER], tool_choice="required"), (
-        "tool_choice 'required' is silently ignored with the gemma chat format: a text answer with finish_reason "
-        "'length' and no tool call, where the OpenAI API guarantees at least one tool call.")),
-    Probe("tool-named", chat(messages=WEATHER_ASK, tools=[WEATHER], max_tokens=30,
-                             tool_choice={"type": "function", "function": {"name": "get_weather"}}), (
-        "A named tool call: every fragment repeats the call's id, type and function name (the OpenAI API sends them "
-        "once), so an accumulator that appends them (the official SDK's) builds 'get_weatherget_weather...'; every "
-        "delta also has \"role\": null and a legacy function_call beside tool_calls; finish_reason 'tool_calls'.")),
-    Probe("interrupted", chat(max_tokens=120), (
-        "A second request while this stream runs ends it: [DONE] after a few chunks, no chunk with a finish_reason, "
-        "then the connection closes without HTTP's last chunk (transport_error); the OpenAI API serves requests "
-        "independently. The second request's stream is interrupted-second."), interrupt_after=8,
-        second=chat(max_tokens=20)),
-    Probe("cancelled", chat(max_tokens=300), (
-        "The client closes the connection after 15 reads (client.closed_at); the stored body is what had arrived, "
-        "with no [DONE]. The server stops generating at once: its CPU time over the capture is a small fraction of "
-        "what 300 tokens cost."), close_after=15),
-    *(Probe(f"prompt-{words}", chat(messages=prompt_of(words), max_tokens=16), (
-        f"Prefill: a prompt of {words} words (request.prompt_tokens counts its tokens, chat template included). The "
-        "time to the first content read grows with the prompt, since the model must read all of it before it "
-        "writes a token; the gaps after it (decode, one token each) do not."), count_prompt=True)
-      for words in PROMPT_WORDS),
-    Probe("flags-defaults", chat(), (
-        "The plain chat of chat-plain on a server with llama-cpp-python's defaults for two cores (--n_threads 1 "
-        "--logits_all true): the same tokens, several times slower to decode; the server's flags are in the "
-        "record."), server=DEFAULT_SETTINGS),
-    Probe("chatml-plain", chat(), (
-        "The plain chat of chat-plain with --chat_format chatml-function-calling: another prompt template, so the "
-        "model reads other tokens and writes another answer; this one stops on the template's end-of-turn token "
-        "(finish_reason 'stop') long before max_tokens, where the gemma format runs to it ('length')."),
-          server=CHATML),
-    Probe("chatml-tool-choice-required", chat(messages=WEATHER_ASK, tools=[WEATHER], tool_choice="required"), (
-        "tool_choice 'required' with --chat_format chatml-function-calling: a 200 text/event-stream with an empty "
-        "body (no event, no error, no [DONE]), where the gemma format answers in text (tool-choice-required) and "
-        "the OpenAI API guarantees a tool call."), server=CHATML),
+    Probe(
+        "chat-plain",
+        chat(),
+        (
+            'A plain chat stream: a first chunk whose delta is only {"role": "assistant"}, one chunk per token, a '
+            "last chunk with an empty delta and finish_reason 'length', then [DONE]. The base model echoes the prompt"
+            " and rambles to max_tokens; chunks carry no system_fingerprint."
+        ),
+    ),
+    Probe(
+        "chat-200-tokens",
+        chat(max_tokens=200, messages=[{"role": "user", "content": "Tell me about rivers."}]),
+        (
+            "Real pacing over 200 tokens, one chunk per token, finish_reason 'length': the reads' times show the time "
+            "to first token and the decode rate on 2 cores (machine.other_cpu_seconds says what else ran meanwhile)."
+        ),
+    ),
+    Probe(
+        "include-usage",
+        chat(stream_options={"include_usage": True}),
+        (
+            "stream_options.include_usage is accepted and ignored: no chunk carries usage, where the OpenAI API sends"
+            " a last chunk with empty choices and the usage object before [DONE]."
+        ),
+    ),
+    Probe(
+        "error-messages-not-list",
+        chat(messages="Write one sentence about rivers."),
+        (
+            "A validation error (messages is a string) is a 500 internal_server_error whose message is FastAPI's "
+            "validation report with a traceback line naming the server's source file, where the OpenAI API answers 400 "
+            "invalid_request_error. File paths in the stored body are redacted."
+        ),
+    ),
+    Probe(
+        "error-not-json",
+        "this body is not JSON",
+        (
+            "A body that is not JSON is a 500 with the plain-text body 'Internal Server Error', where the OpenAI API "
+            "answers 400 with a JSON error object."
+        ),
+    ),
+    Probe(
+        "no-messages",
+        {"model": MODEL_NAME, "stream": True, "max_tokens": 16, "temperature": 0, "seed": SEED},
+        (
+            "A request with no messages is accepted (the OpenAI API answers 400: messages is required) and the model "
+            "generates from an empty prompt; only max_tokens stops it before the context is full."
+        ),
+    ),
+    Probe(
+        "prompt-over-context",
+        chat(messages=long_prompt()),
+        (
+            f"A prompt longer than the context ({N_CTX} tokens) is a 200 text/event-stream with an empty body:"
+            " no event, no error, no [DONE], where the OpenAI API answers 400 context_length_exceeded before"
+            " any stream."
+        ),
+    ),
+    Probe(
+        "tool-choice-required",
+        chat(messages=WEATHER_ASK, tools=[WEATHER], tool_choice="required"),
+        (
+            "tool_choice 'required' is silently ignored with the gemma chat format: a text answer with finish_reason "
+            "'length' and no tool call, where the OpenAI API guarantees at least one tool call."
+        ),
+    ),
+    Probe(
+        "tool-named",
+        chat(
+            messages=WEATHER_ASK,
+            tools=[WEATHER],
+            max_tokens=30,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        ),
+        (
+            "A named tool call: every fragment repeats the call's id, type and function name (the OpenAI API sends"
+            " them once), so an accumulator that appends them (the official SDK's) builds"
+            " 'get_weatherget_weather...'; every delta also has \"role\": null and a legacy function_call beside"
+            " tool_calls; finish_reason 'tool_calls'."
+        ),
+    ),
+    Probe(
+        "interrupted",
+        chat(max_tokens=120),
+        (
+            "A second request while this stream runs ends it: [DONE] after a few chunks, no chunk with a finish_reason,"
+            " then the connection closes without HTTP's last chunk (transport_error); the OpenAI API serves requests "
+            "independently. The second request's stream is interrupted-second."
+        ),
+        interrupt_after=8,
+        second=chat(max_tokens=20),
+    ),
+    Probe(
+        "cancelled",
+        chat(max_tokens=300),
+        (
+            "The client closes the connection after 15 reads (client.closed_at); the stored body is what had arrived, "
+            "with no [DONE]. The server stops generating at once: its CPU time over the capture is a small fraction of "
+            "what 300 tokens cost."
+        ),
+        close_after=15,
+    ),
+    *(
+        Probe(
+            f"prompt-{words}",
+            chat(messages=prompt_of(words), max_tokens=16),
+            (
+                f"Prefill: a prompt of {words} words (request.prompt_tokens counts its tokens, chat template included)."
+                " The time to the first content read grows with the prompt, since the model must read all of it"
+                " before it writes a token; the gaps after it (decode, one token each) do not."
+            ),
+            count_prompt=True,
+        )
+        for words in PROMPT_WORDS
+    ),
+    Probe(
+        "flags-defaults",
+        chat(),
+        (
+            "The plain chat of chat-plain on a server with llama-cpp-python's defaults for two cores (--n_threads 1 "
+            "--logits_all true): the same tokens, several times slower to decode; the server's flags are in the "
+            "record."
+        ),
+        server=DEFAULT_SETTINGS,
+    ),
+    Probe(
+        "chatml-plain",
+        chat(),
+        (
+            "The plain chat of chat-plain with --chat_format chatml-function-calling: another prompt template, so the "
+            "model reads other tokens and writes another answer; this one stops on the template's end-of-turn token "
+            "(finish_reason 'stop') long before max_tokens, where the gemma format runs to it ('length')."
+        ),
+        server=CHATML,
+    ),
+    Probe(
+        "chatml-tool-choice-required",
+        chat(messages=WEATHER_ASK, tools=[WEATHER], tool_choice="required"),
+        (
+            "tool_choice 'required' with --chat_format chatml-function-calling: a 200 text/event-stream with an empty "
+            "body (no event, no error, no [DONE]), where the gemma format answers in text (tool-choice-required) and "
+            "the OpenAI API guarantees a tool call."
+        ),
+        server=CHATML,
+    ),
 )
 
 
@@ -210,8 +310,13 @@ def redact(body: bytes, *known: str) -> tuple[bytes, int]:
 
 def _request_record(probe: Probe, content: bytes, body: Any, prompt_tokens: int | None = None) -> dict[str, Any]:
     sent = body if not isinstance(body, str) else None
-    record = {"method": "POST", "path": probe.path, "headers": {"content-type": "application/json"},
-              "body": sent, "body_text": content.decode() if sent is None else None}
+    record = {
+        "method": "POST",
+        "path": probe.path,
+        "headers": {"content-type": "application/json"},
+        "body": sent,
+        "body_text": content.decode() if sent is None else None,
+    }
     if prompt_tokens is not None:
         record["prompt_tokens"] = prompt_tokens
     return record
@@ -239,8 +344,14 @@ def machine_cpu_seconds() -> float | None:
         return None
 
 
-def send(client: httpx.Client, server: ModelServer, name: str, probe: Probe, body: Any,
-         on_read: Callable[[int], None] | None = None) -> Captured:
+def send(
+    client: httpx.Client,
+    server: ModelServer,
+    name: str,
+    probe: Probe,
+    body: Any,
+    on_read: Callable[[int], None] | None = None,
+) -> Captured:
     """POST `body` and read the response raw, timing every read; `probe.close_after` reads, then close."""
     content = (body if isinstance(body, str) else json.dumps(body)).encode()
     url = server.base_url.removesuffix("/v1") + probe.path
@@ -269,10 +380,15 @@ def send(client: httpx.Client, server: ModelServer, name: str, probe: Probe, bod
         client_side["closed_at"] = round(time.perf_counter() - start, 6)
     time.sleep(1.0)  # let a cancelled generation stop, so its CPU time is all counted
     cpu_after, busy_after = server.cpu_seconds(), machine_cpu_seconds()
-    record = {"request": _request_record(probe, content, body, prompt_tokens),
-              "response": {"status": status, "headers": headers, "headers_at": round(headers_at, 6)},
-              "reads": reads, "transport_error": transport_error, "client": client_side or None,
-              "server_cpu_seconds": None, "machine": {"cpus": os.cpu_count(), "other_cpu_seconds": None}}
+    record = {
+        "request": _request_record(probe, content, body, prompt_tokens),
+        "response": {"status": status, "headers": headers, "headers_at": round(headers_at, 6)},
+        "reads": reads,
+        "transport_error": transport_error,
+        "client": client_side or None,
+        "server_cpu_seconds": None,
+        "machine": {"cpus": os.cpu_count(), "other_cpu_seconds": None},
+    }
     if cpu is not None and cpu_after is not None:
         record["server_cpu_seconds"] = round(cpu_after - cpu, 2)
         if busy is not None and busy_after is not None:  # everything but the server: how contended the cores were
@@ -305,8 +421,10 @@ def capture_probe(server: ModelServer, probe: Probe) -> list[Captured]:
     thread.join(timeout=180)
     first.record["client"] = {"second_request_sent_at": started.get("at"), "after_reads": probe.interrupt_after}
     if seconds:
-        seconds[0].record["client"] = {"sent_while": f"{probe.name}-first was streaming",
-                                       "sent_at_in_first": started.get("at")}
+        seconds[0].record["client"] = {
+            "sent_while": f"{probe.name}-first was streaming",
+            "sent_at_in_first": started.get("at"),
+        }
     return [first, *seconds]
 
 
@@ -318,16 +436,28 @@ def finish(captured: Captured, probe: Probe, server: ModelServer, sha256: str, d
     stored, replaced = redact(captured.body, str(server.path or ""), str(Path.home()))
     captured.record["response"]["bytes_received"] = len(captured.body)
     captured.record["response"]["bytes_stored"] = len(stored)
-    captured.record["redacted"] = (f"{replaced} file path(s) in the body replaced with <redacted>; the stored "
-                                   "bytes are otherwise as received") if replaced else None
+    captured.record["redacted"] = (
+        (f"{replaced} file path(s) in the body replaced with <redacted>; the stored bytes are otherwise as received")
+        if replaced
+        else None
+    )
     captured.body = stored
-    quirk = probe.quirk if not captured.name.endswith("-second") else (
-        f"The request that interrupted {probe.name}-first: it streams normally, to finish_reason 'length'.")
+    quirk = (
+        probe.quirk
+        if not captured.name.endswith("-second")
+        else (f"The request that interrupted {probe.name}-first: it streams normally, to finish_reason 'length'.")
+    )
     captured.record = {
-        "name": captured.name, "quirk": quirk, "captured": date,
+        "name": captured.name,
+        "quirk": quirk,
+        "captured": date,
         "server": {"name": SERVER_PACKAGE, "version": SERVER_VERSION, "flags": server.flags},
-        "model": {"name": server.model, "file": MODEL_FILE, "sha256": sha256,
-                  "package": f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}"},
+        "model": {
+            "name": server.model,
+            "file": MODEL_FILE,
+            "sha256": sha256,
+            "package": f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}",
+        },
         **captured.record,
         "times": "seconds from the moment the request was sent; one read = one chunk from httpx's iter_raw",
     }
@@ -346,16 +476,35 @@ def write(folder: Path, captures: list[Captured], *, replace: bool) -> None:
     order = [name for p in PROBES for name in (p.name, f"{p.name}-first", f"{p.name}-second")]
     records = [json.loads(path.read_text()) for path in folder.glob("*.json") if path.name != "index.json"]
     records.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
-    index = [{"name": r["name"], "status": r["response"]["status"], "bytes": r["response"]["bytes_stored"],
-              "captured": r["captured"], "quirk": r["quirk"]} for r in records]
+    index = [
+        {
+            "name": r["name"],
+            "status": r["response"]["status"],
+            "bytes": r["response"]["bytes_stored"],
+            "captured": r["captured"],
+            "quirk": r["quirk"],
+        }
+        for r in records
+    ]
     first = records[0]
-    (folder / "index.json").write_text(json.dumps({
-        "server": first["server"], "model": first["model"], "recapture": "python3 dev.py capture",
-        "captures": index}, indent=2, ensure_ascii=False) + "\n")
+    (folder / "index.json").write_text(
+        json.dumps(
+            {
+                "server": first["server"],
+                "model": first["model"],
+                "recapture": "python3 dev.py capture",
+                "captures": index,
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
 
 
-def capture_all(folder: Path = CAPTURES, *, gguf: str | None = None,
-                only: tuple[str, ...] = (), log: Callable[[str], None] = print) -> list[Path]:
+def capture_all(
+    folder: Path = CAPTURES, *, gguf: str | None = None, only: tuple[str, ...] = (), log: Callable[[str], None] = print
+) -> list[Path]:
     """Start the model server, run every probe (or those named in `only`), write the folder; the files written."""
     probes = [p for p in PROBES if not only or p.name in only]
     unknown = sorted(set(only) - {p.name for p in PROBES})
@@ -373,8 +522,10 @@ def capture_all(folder: Path = CAPTURES, *, gguf: str | None = None,
                 for captured in capture_probe(server, probe):
                     finish(captured, probe, server, sha256, date)
                     response = captured.record["response"]
-                    log(f"  {captured.name}: {response['status']}, {response['bytes_stored']} bytes, "
-                        f"{len(captured.record['reads'])} reads")
+                    log(
+                        f"  {captured.name}: {response['status']}, {response['bytes_stored']} bytes, "
+                        f"{len(captured.record['reads'])} reads"
+                    )
                     done.append(captured)
     write(folder, done, replace=not only)
     return sorted(folder.iterdir())
@@ -407,8 +558,10 @@ def capture_live(server: ModelServer, name: str, **changes: Any) -> dict[str, Ca
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 dev.py capture", description=(
-        f"Recapture every stream in streamlab/data/captures/{FOLDER}/ from a freshly started server."))
+    parser = argparse.ArgumentParser(
+        prog="python3 dev.py capture",
+        description=(f"Recapture every stream in streamlab/data/captures/{FOLDER}/ from a freshly started server."),
+    )
     parser.add_argument("--out", type=Path, default=CAPTURES, help="folder to write (default: the packaged one)")
     parser.add_argument("--only", nargs="*", default=(), metavar="NAME", help="capture only these probes")
     args = parser.parse_args(argv)

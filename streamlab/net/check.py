@@ -50,9 +50,16 @@ def _describe(exc: httpx.HTTPError) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def run_probe(client: httpx.Client, base_url: str, probe: ProbeRequest, *, api_key: str | None = None,
-              timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE,
-              max_body_bytes: int = MAX_BODY_BYTES) -> ProbeResult:
+def run_probe(
+    client: httpx.Client,
+    base_url: str,
+    probe: ProbeRequest,
+    *,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    deadline: float = DEFAULT_DEADLINE,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> ProbeResult:
     """Send one probe and read its whole body (up to the limits). Raises `ConnectFailed` only when no
     connection could be made; a problem on the server's side is recorded in the result's `problem`, the
     checker's own cut (its deadline, its size cap) in `cut`."""
@@ -78,8 +85,9 @@ def run_probe(client: httpx.Client, base_url: str, probe: ProbeRequest, *, api_k
         return ProbeResult(probe, None, problem=_describe(exc))
 
 
-def _read(response: httpx.Response, start: float, deadline: float,
-          limit: int) -> tuple[bytes, tuple[tuple[int, float], ...], str | None, str | None]:
+def _read(
+    response: httpx.Response, start: float, deadline: float, limit: int
+) -> tuple[bytes, tuple[tuple[int, float], ...], str | None, str | None]:
     body = bytearray()
     arrivals: list[tuple[int, float]] = []
     problem = cut = None
@@ -127,10 +135,18 @@ def _probe_line(r: ProbeResult) -> str:
     return f"{r.name:<18} {route:<22} {r.status} {media}, {len(r.body)} bytes{extra}"
 
 
-def check_endpoint(base_url: str, *, model: str, api_key: str | None = None, dialect: str = "chat",
-                   timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE,
-                   max_body_bytes: int = MAX_BODY_BYTES, max_tokens: int = MAX_TOKENS,
-                   probes: Sequence[ProbeRequest] | None = None) -> Report:
+def check_endpoint(
+    base_url: str,
+    *,
+    model: str,
+    api_key: str | None = None,
+    dialect: str = "chat",
+    timeout: float = DEFAULT_TIMEOUT,
+    deadline: float = DEFAULT_DEADLINE,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_tokens: int = MAX_TOKENS,
+    probes: Sequence[ProbeRequest] | None = None,
+) -> Report:
     """Grade the OpenAI-compatible endpoint at `base_url` (e.g. `http://127.0.0.1:8000/v1`) for `model`.
 
     `dialect` is "chat", "responses" or "both"; every answer is bounded by `max_tokens` and every probe by
@@ -143,8 +159,15 @@ def check_endpoint(base_url: str, *, model: str, api_key: str | None = None, dia
     with httpx.Client(follow_redirects=False, trust_env=False, limits=fresh) as client:
         for k, probe in enumerate(todo):
             try:
-                result = run_probe(client, base_url, probe, api_key=api_key, timeout=timeout, deadline=deadline,
-                                   max_body_bytes=max_body_bytes)
+                result = run_probe(
+                    client,
+                    base_url,
+                    probe,
+                    api_key=api_key,
+                    timeout=timeout,
+                    deadline=deadline,
+                    max_body_bytes=max_body_bytes,
+                )
             except ConnectFailed as exc:
                 if k == 0:
                     report.unreachable = str(exc)

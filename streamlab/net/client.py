@@ -35,8 +35,12 @@ from streamlab.net.eventstream import (
 )
 
 __all__ = [
-    "stream_chat", "stream_responses", "resume_response", "astream_chat", "astream_responses",
-    "aresume_response"
+    "stream_chat",
+    "stream_responses",
+    "resume_response",
+    "astream_chat",
+    "astream_responses",
+    "aresume_response",
 ]
 
 # --- one shortcut per route (keywords: see streamlab.net.eventstream) -------------------------------
@@ -57,77 +61,197 @@ def _resume_url(base_url: str, response_id: str, starting_after: int | None) -> 
     return url if starting_after is None else f"{url}&starting_after={int(starting_after)}"
 
 
-def stream_chat(base_url: str, body: Mapping[str, Any], *, client: httpx.Client | None = None,
-                headers: Mapping[str, str] | None = None, last_event_id: str | None = None,
-                read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-                connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT, deadline: float | None = None,
-                idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None,
-                parser: SSEParser | None = None, keep: Keep = "all") -> EventStream:
+def stream_chat(
+    base_url: str,
+    body: Mapping[str, Any],
+    *,
+    client: httpx.Client | None = None,
+    headers: Mapping[str, str] | None = None,
+    last_event_id: str | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    deadline: float | None = None,
+    idle_timeout: float | None = None,
+    is_content: Callable[[SSEEvent], bool] | None = None,
+    parser: SSEParser | None = None,
+    keep: Keep = "all",
+) -> EventStream:
     """`POST {base_url}/chat/completions` with `"stream": true` added."""
-    return EventStream(_join(base_url, "chat/completions"), _streaming(body), client=client, headers=headers,
-                       last_event_id=last_event_id, read_timeout=read_timeout, connect_timeout=connect_timeout,
-                       deadline=deadline, idle_timeout=idle_timeout, is_content=is_content, parser=parser, keep=keep)
+    return EventStream(
+        _join(base_url, "chat/completions"),
+        _streaming(body),
+        client=client,
+        headers=headers,
+        last_event_id=last_event_id,
+        read_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+        deadline=deadline,
+        idle_timeout=idle_timeout,
+        is_content=is_content,
+        parser=parser,
+        keep=keep,
+    )
 
 
-def stream_responses(base_url: str, body: Mapping[str, Any], *, client: httpx.Client | None = None,
-                     headers: Mapping[str, str] | None = None, last_event_id: str | None = None,
-                     read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-                     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT, deadline: float | None = None,
-                     idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None,
-                     parser: SSEParser | None = None, keep: Keep = "all") -> EventStream:
+def stream_responses(
+    base_url: str,
+    body: Mapping[str, Any],
+    *,
+    client: httpx.Client | None = None,
+    headers: Mapping[str, str] | None = None,
+    last_event_id: str | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    deadline: float | None = None,
+    idle_timeout: float | None = None,
+    is_content: Callable[[SSEEvent], bool] | None = None,
+    parser: SSEParser | None = None,
+    keep: Keep = "all",
+) -> EventStream:
     """`POST {base_url}/responses` with `"stream": true` added."""
-    return EventStream(_join(base_url, "responses"), _streaming(body), client=client, headers=headers,
-                       last_event_id=last_event_id, read_timeout=read_timeout, connect_timeout=connect_timeout,
-                       deadline=deadline, idle_timeout=idle_timeout, is_content=is_content, parser=parser, keep=keep)
+    return EventStream(
+        _join(base_url, "responses"),
+        _streaming(body),
+        client=client,
+        headers=headers,
+        last_event_id=last_event_id,
+        read_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+        deadline=deadline,
+        idle_timeout=idle_timeout,
+        is_content=is_content,
+        parser=parser,
+        keep=keep,
+    )
 
 
-def resume_response(base_url: str, response_id: str, starting_after: int | None = None, *,
-                    client: httpx.Client | None = None, headers: Mapping[str, str] | None = None,
-                    last_event_id: str | None = None, read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-                    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT, deadline: float | None = None,
-                    idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None,
-                    parser: SSEParser | None = None, keep: Keep = "all") -> EventStream:
+def resume_response(
+    base_url: str,
+    response_id: str,
+    starting_after: int | None = None,
+    *,
+    client: httpx.Client | None = None,
+    headers: Mapping[str, str] | None = None,
+    last_event_id: str | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    deadline: float | None = None,
+    idle_timeout: float | None = None,
+    is_content: Callable[[SSEEvent], bool] | None = None,
+    parser: SSEParser | None = None,
+    keep: Keep = "all",
+) -> EventStream:
     """`GET {base_url}/responses/{id}?stream=true[&starting_after=N]`: re-attach to a background response."""
-    return EventStream(_resume_url(base_url, response_id, starting_after), None, method="GET", client=client,
-                       headers=headers, last_event_id=last_event_id, read_timeout=read_timeout,
-                       connect_timeout=connect_timeout, deadline=deadline, idle_timeout=idle_timeout,
-                       is_content=is_content, parser=parser, keep=keep)
+    return EventStream(
+        _resume_url(base_url, response_id, starting_after),
+        None,
+        method="GET",
+        client=client,
+        headers=headers,
+        last_event_id=last_event_id,
+        read_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+        deadline=deadline,
+        idle_timeout=idle_timeout,
+        is_content=is_content,
+        parser=parser,
+        keep=keep,
+    )
 
 
-def astream_chat(base_url: str, body: Mapping[str, Any], *, client: httpx.AsyncClient | None = None,
-                 headers: Mapping[str, str] | None = None, last_event_id: str | None = None,
-                 read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-                 connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT, deadline: float | None = None,
-                 idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None,
-                 parser: SSEParser | None = None, keep: Keep = "all") -> AsyncEventStream:
+def astream_chat(
+    base_url: str,
+    body: Mapping[str, Any],
+    *,
+    client: httpx.AsyncClient | None = None,
+    headers: Mapping[str, str] | None = None,
+    last_event_id: str | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    deadline: float | None = None,
+    idle_timeout: float | None = None,
+    is_content: Callable[[SSEEvent], bool] | None = None,
+    parser: SSEParser | None = None,
+    keep: Keep = "all",
+) -> AsyncEventStream:
     """Async `stream_chat`."""
-    return AsyncEventStream(_join(base_url, "chat/completions"), _streaming(body), client=client, headers=headers,
-                            last_event_id=last_event_id, read_timeout=read_timeout, connect_timeout=connect_timeout,
-                            deadline=deadline, idle_timeout=idle_timeout, is_content=is_content, parser=parser,
-                            keep=keep)
+    return AsyncEventStream(
+        _join(base_url, "chat/completions"),
+        _streaming(body),
+        client=client,
+        headers=headers,
+        last_event_id=last_event_id,
+        read_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+        deadline=deadline,
+        idle_timeout=idle_timeout,
+        is_content=is_content,
+        parser=parser,
+        keep=keep,
+    )
 
 
-def astream_responses(base_url: str, body: Mapping[str, Any], *, client: httpx.AsyncClient | None = None,
-                      headers: Mapping[str, str] | None = None, last_event_id: str | None = None,
-                      read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-                      connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT, deadline: float | None = None,
-                      idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None,
-                      parser: SSEParser | None = None, keep: Keep = "all") -> AsyncEventStream:
+def astream_responses(
+    base_url: str,
+    body: Mapping[str, Any],
+    *,
+    client: httpx.AsyncClient | None = None,
+    headers: Mapping[str, str] | None = None,
+    last_event_id: str | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    deadline: float | None = None,
+    idle_timeout: float | None = None,
+    is_content: Callable[[SSEEvent], bool] | None = None,
+    parser: SSEParser | None = None,
+    keep: Keep = "all",
+) -> AsyncEventStream:
     """Async `stream_responses`."""
-    return AsyncEventStream(_join(base_url, "responses"), _streaming(body), client=client, headers=headers,
-                            last_event_id=last_event_id, read_timeout=read_timeout, connect_timeout=connect_timeout,
-                            deadline=deadline, idle_timeout=idle_timeout, is_content=is_content, parser=parser,
-                            keep=keep)
+    return AsyncEventStream(
+        _join(base_url, "responses"),
+        _streaming(body),
+        client=client,
+        headers=headers,
+        last_event_id=last_event_id,
+        read_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+        deadline=deadline,
+        idle_timeout=idle_timeout,
+        is_content=is_content,
+        parser=parser,
+        keep=keep,
+    )
 
 
-def aresume_response(base_url: str, response_id: str, starting_after: int | None = None, *,
-                     client: httpx.AsyncClient | None = None, headers: Mapping[str, str] | None = None,
-                     last_event_id: str | None = None, read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-                     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT, deadline: float | None = None,
-                     idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None,
-                     parser: SSEParser | None = None, keep: Keep = "all") -> AsyncEventStream:
+def aresume_response(
+    base_url: str,
+    response_id: str,
+    starting_after: int | None = None,
+    *,
+    client: httpx.AsyncClient | None = None,
+    headers: Mapping[str, str] | None = None,
+    last_event_id: str | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    deadline: float | None = None,
+    idle_timeout: float | None = None,
+    is_content: Callable[[SSEEvent], bool] | None = None,
+    parser: SSEParser | None = None,
+    keep: Keep = "all",
+) -> AsyncEventStream:
     """Async `resume_response`."""
-    return AsyncEventStream(_resume_url(base_url, response_id, starting_after), None, method="GET", client=client,
-                            headers=headers, last_event_id=last_event_id, read_timeout=read_timeout,
-                            connect_timeout=connect_timeout, deadline=deadline, idle_timeout=idle_timeout,
-                            is_content=is_content, parser=parser, keep=keep)
+    return AsyncEventStream(
+        _resume_url(base_url, response_id, starting_after),
+        None,
+        method="GET",
+        client=client,
+        headers=headers,
+        last_event_id=last_event_id,
+        read_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+        deadline=deadline,
+        idle_timeout=idle_timeout,
+        is_content=is_content,
+        parser=parser,
+        keep=keep,
+    )

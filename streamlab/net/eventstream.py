@@ -90,8 +90,13 @@ from streamlab.core.retry import RETRYABLE_ENDINGS
 from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
-    "TRANSLATE", "RETRYABLE_TRANSPORT_ERRORS", "EventStream", "AsyncEventStream", "DEFAULT_READ_TIMEOUT",
-    "DEFAULT_CONNECT_TIMEOUT", "MAX_ERROR_BODY_BYTES"
+    "TRANSLATE",
+    "RETRYABLE_TRANSPORT_ERRORS",
+    "EventStream",
+    "AsyncEventStream",
+    "DEFAULT_READ_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "MAX_ERROR_BODY_BYTES",
 ]
 
 DEFAULT_READ_TIMEOUT = 30.0
@@ -99,7 +104,8 @@ DEFAULT_CONNECT_TIMEOUT = 5.0
 MAX_ERROR_BODY_BYTES = 1024 * 1024
 
 RETRYABLE_TRANSPORT_ERRORS: tuple[type[StreamEndError], ...] = tuple(
-    ENDING_ERRORS[e] for e in sorted(RETRYABLE_ENDINGS))
+    ENDING_ERRORS[e] for e in sorted(RETRYABLE_ENDINGS)
+)
 """Transport failures a retry or a reconnect may fix (`streamlab.core.retry.RETRYABLE_ENDINGS`)."""
 
 
@@ -109,13 +115,13 @@ _OPENING, _READING = 0, 1  # the two columns of TRANSLATE and _MESSAGES
 
 TRANSLATE: dict[type[Exception], tuple[type[StreamEndError], type[StreamEndError]]] = {
     # httpx exception          before the response headers   while reading the body
-    httpx.UnsupportedProtocol: (RequestNotSent,               RequestNotSent),
-    httpx.LocalProtocolError:  (RequestNotSent,               ConnectionBroken),
-    httpx.DecodingError:       (RequestNotSent,               ConnectionBroken),
-    httpx.TooManyRedirects:    (RequestNotSent,               RequestNotSent),
-    httpx.ReadTimeout:         (ReadStalled,                  ReadStalled),
-    httpx.TimeoutException:    (ConnectFailed,                ReadStalled),       # connect, write, pool
-    httpx.HTTPError:           (ConnectFailed,                ConnectionBroken),  # refused, reset, cut
+    httpx.UnsupportedProtocol: (RequestNotSent, RequestNotSent),
+    httpx.LocalProtocolError: (RequestNotSent, ConnectionBroken),
+    httpx.DecodingError: (RequestNotSent, ConnectionBroken),
+    httpx.TooManyRedirects: (RequestNotSent, RequestNotSent),
+    httpx.ReadTimeout: (ReadStalled, ReadStalled),
+    httpx.TimeoutException: (ConnectFailed, ReadStalled),  # connect, write, pool
+    httpx.HTTPError: (ConnectFailed, ConnectionBroken),  # refused, reset, cut
 }
 """httpx exception class -> the streamlab class it becomes (before the headers, while reading the body).
 
@@ -124,14 +130,19 @@ again cannot help); a timeout before the headers other than a read timeout is a 
 passed `deadline` overrides the table: whatever httpx raised, the stream ended DEADLINE."""
 
 _MESSAGES: dict[type[StreamEndError], tuple[str, str]] = {
-    RequestNotSent: ("the request to {url} cannot be sent: {kind}: {exc}",
-                     "the request to {url} cannot be sent: {kind}: {exc}"),
-    ConnectFailed: ("could not get a response from {url}: {kind}: {exc}",
-                    "could not get a response from {url}: {kind}: {exc}"),
-    ReadStalled: ("no response headers within {read_timeout} s: {exc}",
-                  "no byte for {read_timeout} s {where}"),
-    ConnectionBroken: ("the connection to {url} broke before the response: {kind}: {exc}",
-                       "connection broken {where}, {state}: {exc}"),
+    RequestNotSent: (
+        "the request to {url} cannot be sent: {kind}: {exc}",
+        "the request to {url} cannot be sent: {kind}: {exc}",
+    ),
+    ConnectFailed: (
+        "could not get a response from {url}: {kind}: {exc}",
+        "could not get a response from {url}: {kind}: {exc}",
+    ),
+    ReadStalled: ("no response headers within {read_timeout} s: {exc}", "no byte for {read_timeout} s {where}"),
+    ConnectionBroken: (
+        "the connection to {url} broke before the response: {kind}: {exc}",
+        "connection broken {where}, {state}: {exc}",
+    ),
 }
 
 
@@ -152,17 +163,38 @@ def _seconds(value: float | None) -> str:
 class _Base(Reading):
     """The request side shared by the sync and async streams: options, the request, the error seam."""
 
-    def __init__(self, url: str, json: Any, *, method: str, headers: Mapping[str, str] | None,
-                 last_event_id: str | None, read_timeout: float | None, connect_timeout: float | None,
-                 deadline: float | None, idle_timeout: float | None, is_content: Callable[[SSEEvent], bool] | None,
-                 parser: SSEParser | None, keep: Keep) -> None:
-        for name, value in (("read_timeout", read_timeout), ("deadline", deadline),
-                            ("idle_timeout", idle_timeout), ("connect_timeout", connect_timeout)):
+    def __init__(
+        self,
+        url: str,
+        json: Any,
+        *,
+        method: str,
+        headers: Mapping[str, str] | None,
+        last_event_id: str | None,
+        read_timeout: float | None,
+        connect_timeout: float | None,
+        deadline: float | None,
+        idle_timeout: float | None,
+        is_content: Callable[[SSEEvent], bool] | None,
+        parser: SSEParser | None,
+        keep: Keep,
+    ) -> None:
+        for name, value in (
+            ("read_timeout", read_timeout),
+            ("deadline", deadline),
+            ("idle_timeout", idle_timeout),
+            ("connect_timeout", connect_timeout),
+        ):
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive or None, got {value!r}")
         # On a reconnect the standard keeps the last event ID until the stream sets a new one.
-        super().__init__(parser=parser or SSEParser(last_event_id=last_event_id or ""), keep=keep,
-                         deadline=deadline, idle_timeout=idle_timeout, is_content=is_content)
+        super().__init__(
+            parser=parser or SSEParser(last_event_id=last_event_id or ""),
+            keep=keep,
+            deadline=deadline,
+            idle_timeout=idle_timeout,
+            is_content=is_content,
+        )
         self.url = url
         self.method = method.upper()
         self.body = json
@@ -187,8 +219,9 @@ class _Base(Reading):
         return httpx.Timeout(connect=connect, read=read, write=read, pool=connect)
 
     def _build_request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
-        return client.build_request(self.method, self.url, headers=self.request_headers, timeout=self._timeout(),
-                                    json=self.body)
+        return client.build_request(
+            self.method, self.url, headers=self.request_headers, timeout=self._timeout(), json=self.body
+        )
 
     def _opened(self, response: httpx.Response) -> bool:
         """Record the status line and headers; True when the answer is an event stream to read."""
@@ -227,14 +260,22 @@ class _Base(Reading):
             return self.deadline_error(now, before_response=phase == _OPENING)
         cls = _translation(exc)[phase]
         state = "inside an unfinished event" if self.mid_event else "on an event boundary"
-        message = _MESSAGES[cls][phase].format(url=self.url, kind=type(exc).__name__, exc=exc, where=self.where(),
-                                               read_timeout=_seconds(self.read_timeout), state=state)
+        message = _MESSAGES[cls][phase].format(
+            url=self.url,
+            kind=type(exc).__name__,
+            exc=exc,
+            where=self.where(),
+            read_timeout=_seconds(self.read_timeout),
+            state=state,
+        )
         return self.fail(cls, message, now)
 
     def __repr__(self) -> str:
         state = self.end_reason or ("open" if self.status is not None else "not opened")
-        return (f"<{type(self).__name__} {self.method} {self.url} status={self.status} {state} "
-                f"events={self.events_received} bytes={self.bytes_received}>")
+        return (
+            f"<{type(self).__name__} {self.method} {self.url} status={self.status} {state} "
+            f"events={self.events_received} bytes={self.bytes_received}>"
+        )
 
 
 def _own_client_options(url: str) -> dict[str, Any]:
@@ -276,15 +317,37 @@ class EventStream(_Base):
     each network read).
     """
 
-    def __init__(self, url: str, json: Any = None, *, client: httpx.Client | None = None, method: str = "POST",
-                 headers: Mapping[str, str] | None = None, last_event_id: str | None = None,
-                 read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-                 connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT, deadline: float | None = None,
-                 idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None,
-                 parser: SSEParser | None = None, keep: Keep = "all") -> None:
-        super().__init__(url, json, method=method, headers=headers, last_event_id=last_event_id,
-                         read_timeout=read_timeout, connect_timeout=connect_timeout, deadline=deadline,
-                         idle_timeout=idle_timeout, is_content=is_content, parser=parser, keep=keep)
+    def __init__(
+        self,
+        url: str,
+        json: Any = None,
+        *,
+        client: httpx.Client | None = None,
+        method: str = "POST",
+        headers: Mapping[str, str] | None = None,
+        last_event_id: str | None = None,
+        read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        deadline: float | None = None,
+        idle_timeout: float | None = None,
+        is_content: Callable[[SSEEvent], bool] | None = None,
+        parser: SSEParser | None = None,
+        keep: Keep = "all",
+    ) -> None:
+        super().__init__(
+            url,
+            json,
+            method=method,
+            headers=headers,
+            last_event_id=last_event_id,
+            read_timeout=read_timeout,
+            connect_timeout=connect_timeout,
+            deadline=deadline,
+            idle_timeout=idle_timeout,
+            is_content=is_content,
+            parser=parser,
+            keep=keep,
+        )
         self._own_client = client is None
         self._client = client
         self._response: httpx.Response | None = None
@@ -429,15 +492,37 @@ class AsyncEventStream(_Base):
     so a stalled server cannot hold the caller past it. Keywords as for `EventStream`.
     """
 
-    def __init__(self, url: str, json: Any = None, *, client: httpx.AsyncClient | None = None, method: str = "POST",
-                 headers: Mapping[str, str] | None = None, last_event_id: str | None = None,
-                 read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-                 connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT, deadline: float | None = None,
-                 idle_timeout: float | None = None, is_content: Callable[[SSEEvent], bool] | None = None,
-                 parser: SSEParser | None = None, keep: Keep = "all") -> None:
-        super().__init__(url, json, method=method, headers=headers, last_event_id=last_event_id,
-                         read_timeout=read_timeout, connect_timeout=connect_timeout, deadline=deadline,
-                         idle_timeout=idle_timeout, is_content=is_content, parser=parser, keep=keep)
+    def __init__(
+        self,
+        url: str,
+        json: Any = None,
+        *,
+        client: httpx.AsyncClient | None = None,
+        method: str = "POST",
+        headers: Mapping[str, str] | None = None,
+        last_event_id: str | None = None,
+        read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        deadline: float | None = None,
+        idle_timeout: float | None = None,
+        is_content: Callable[[SSEEvent], bool] | None = None,
+        parser: SSEParser | None = None,
+        keep: Keep = "all",
+    ) -> None:
+        super().__init__(
+            url,
+            json,
+            method=method,
+            headers=headers,
+            last_event_id=last_event_id,
+            read_timeout=read_timeout,
+            connect_timeout=connect_timeout,
+            deadline=deadline,
+            idle_timeout=idle_timeout,
+            is_content=is_content,
+            parser=parser,
+            keep=keep,
+        )
         self._own_client = client is None
         self._client = client
         self._response: httpx.Response | None = None

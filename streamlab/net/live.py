@@ -14,7 +14,7 @@ The metrics themselves (`Timing`, the illustrative model) are pure and live in `
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,18 @@ from streamlab.net.client import astream_chat, stream_chat
 from streamlab.net.eventstream import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 
 __all__ = [
-    "CLIENT_LABELS", "scheduled_chat_episode", "run_three_clients", "stream_timing", "astream_timing",
-    "save_timings"
+    "CLIENT_LABELS",
+    "scheduled_chat_episode",
+    "run_three_clients",
+    "stream_timing",
+    "astream_timing",
+    "save_timings",
 ]
 
 
-def save_timings(path: str | Path, timings: Iterable[Timing], *, schedule: Schedule | None = None,
-                 note: str = "") -> None:
+def save_timings(
+    path: str | Path, timings: Iterable[Timing], *, schedule: Schedule | None = None, note: str = ""
+) -> None:
     """Write timings and the schedule to `path` as `streamlab.core.metrics.timings_json` text."""
     Path(path).write_text(timings_json(timings, schedule=schedule, note=note), encoding="utf-8")
 
@@ -65,16 +70,19 @@ def scheduled_chat_episode(schedule: Schedule, *, role_at: float = 0.05, include
     for frame in frames[2 : n + 1]:
         steps += [Wait(schedule.gap), Send(frame)]
     steps += [Send(f) for f in frames[n + 1 :]]
-    return Episode([s for s in steps if not (isinstance(s, Wait) and s.seconds == 0)],
-                   body=chat_completion_body(schedule.text))
+    return Episode(
+        [s for s in steps if not (isinstance(s, Wait) and s.seconds == 0)], body=chat_completion_body(schedule.text)
+    )
 
 
 CLIENT_LABELS = ("streaming", "buffered body", "non-streaming")
 """The three ways `run_three_clients` reads the same answer, in the order it runs them."""
 
 
-def _chat_body(model: str, stream: bool) -> dict[str, Any]:
+def _chat_body(model: str, stream: bool, fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The request every client sends: `fields` (messages, max_tokens...) over a short default question."""
     body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "Say something."}]}
+    body.update({k: v for k, v in (fields or {}).items() if k not in ("model", "stream", "stream_options")})
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -94,16 +102,24 @@ def stream_timing(
     deadline: float | None = None,
     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     client: httpx.Client | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> Timing:
     """Read one streamed chat answer with `streamlab.net.client.stream_chat` and time it.
 
     The TTFT counts from when the request was sent (`stream.started_at`) to the first visible text; the
     total runs to the last byte. `notes` holds the rebuilt `text`, the `raw` bytes, the `arrivals`
     (`TimedEvent`s) and `first_event`, the elapsed time of the first event of any kind (the role chunk).
-    `read_timeout`, `deadline`, `connect_timeout` and `client` mean what they mean for `EventStream`.
+    `read_timeout`, `deadline`, `connect_timeout` and `client` mean what they mean for `EventStream`; `fields`
+    go into the request body (`messages`, `max_tokens`: a real model must be bounded).
     """
-    with stream_chat(base_url, _chat_body(model, True), read_timeout=read_timeout, deadline=deadline,
-                     connect_timeout=connect_timeout, client=client) as stream:
+    with stream_chat(
+        base_url,
+        _chat_body(model, True, fields),
+        read_timeout=read_timeout,
+        deadline=deadline,
+        connect_timeout=connect_timeout,
+        client=client,
+    ) as stream:
         events = stream.read_all()
     return _timing_of(label, stream, events)
 
@@ -119,8 +135,14 @@ async def astream_timing(
     client: httpx.AsyncClient | None = None,
 ) -> Timing:
     """`stream_timing` with the async client (`astream_chat`); `await` it, e.g. at a notebook's top level."""
-    async with astream_chat(base_url, _chat_body(model, True), read_timeout=read_timeout, deadline=deadline,
-                            connect_timeout=connect_timeout, client=client) as stream:
+    async with astream_chat(
+        base_url,
+        _chat_body(model, True),
+        read_timeout=read_timeout,
+        deadline=deadline,
+        connect_timeout=connect_timeout,
+        client=client,
+    ) as stream:
         events = await stream.read_all()
     return _timing_of(label, stream, events)
 
@@ -130,15 +152,25 @@ def _timing_of(label: str, stream: Any, events: Sequence[Any]) -> Timing:
     end = stream.last_byte_at if stream.last_byte_at is not None else stream.started_at
     acc = ChatAccumulator()
     points = chat_text_timeline(events, stream.started_at, accumulator=acc)
-    return Timing(label, tuple(points), end - stream.started_at,
-                  {"text": _text_of(acc), "raw": stream.raw, "arrivals": tuple(events),
-                   "first_event": events[0].elapsed if events else None})
+    return Timing(
+        label,
+        tuple(points),
+        end - stream.started_at,
+        {
+            "text": _text_of(acc),
+            "raw": stream.raw,
+            "arrivals": tuple(events),
+            "first_event": events[0].elapsed if events else None,
+        },
+    )
 
 
-def _buffered_timing(client: httpx.Client, url: str, model: str, label: str) -> Timing:
+def _buffered_timing(
+    client: httpx.Client, url: str, model: str, label: str, fields: Mapping[str, Any] | None = None
+) -> Timing:
     """Ask for a stream but read the whole body before looking at it (what a buffering proxy amounts to)."""
     start = time.perf_counter()
-    response = client.post(url, json=_chat_body(model, True))
+    response = client.post(url, json=_chat_body(model, True, fields))
     end = time.perf_counter()  # httpx has read the whole body by now
     response.raise_for_status()
     parser = SSEParser()
@@ -150,10 +182,12 @@ def _buffered_timing(client: httpx.Client, url: str, model: str, label: str) -> 
     return Timing(label, tuple(points), end - start, {"text": _text_of(acc), "raw": response.content})
 
 
-def _non_streaming_timing(client: httpx.Client, url: str, model: str, label: str) -> Timing:
+def _non_streaming_timing(
+    client: httpx.Client, url: str, model: str, label: str, fields: Mapping[str, Any] | None = None
+) -> Timing:
     """No `stream` flag: one `chat.completion` JSON body when the whole answer is ready."""
     start = time.perf_counter()
-    response = client.post(url, json=_chat_body(model, False))
+    response = client.post(url, json=_chat_body(model, False, fields))
     end = time.perf_counter()
     response.raise_for_status()
     body = response.json()
@@ -165,7 +199,9 @@ def _non_streaming_timing(client: httpx.Client, url: str, model: str, label: str
     return Timing(label, points, end - start, {"text": text, "raw": response.content})
 
 
-def run_three_clients(base_url: str, model: str, *, timeout: float = 30.0) -> dict[str, Timing]:
+def run_three_clients(
+    base_url: str, model: str, *, timeout: float = 30.0, fields: Mapping[str, Any] | None = None
+) -> dict[str, Timing]:
     """Read the same scripted answer three ways, one after the other, and time what each makes visible.
 
     * "streaming": `streamlab.net.client.stream_chat`, events handled as their bytes arrive;
@@ -173,13 +209,14 @@ def run_three_clients(base_url: str, model: str, *, timeout: float = 30.0) -> di
       then parsed, as happens behind a buffering proxy or with a client that reads the full body;
     * "non-streaming": no `stream` flag; one JSON body after the same total time.
 
-    `base_url` ends in `/v1` (the stand-in's `base_url`); `model` names the script to play. Returns the
-    `Timing`s keyed by `CLIENT_LABELS`. Each run is a new request, so the script should repeat the same
-    episode (the stand-in repeats the last one).
+    `base_url` ends in `/v1` (the stand-in's `base_url`, or a real server's); `model` names the script to play
+    (or the real model). `fields` go into every request body (`messages`, `max_tokens`, `temperature`: bound
+    a real model, and make it answer the same three times). Returns the `Timing`s keyed by `CLIENT_LABELS`.
+    Each run is a new request, so the script should repeat the same episode (the stand-in repeats the last one).
     """
     url = base_url.rstrip("/") + "/chat/completions"
-    out = {CLIENT_LABELS[0]: stream_timing(base_url, model, read_timeout=timeout, deadline=timeout)}
+    out = {CLIENT_LABELS[0]: stream_timing(base_url, model, read_timeout=timeout, deadline=timeout, fields=fields)}
     with httpx.Client(trust_env=False, timeout=timeout) as client:
-        out[CLIENT_LABELS[1]] = _buffered_timing(client, url, model, CLIENT_LABELS[1])
-        out[CLIENT_LABELS[2]] = _non_streaming_timing(client, url, model, CLIENT_LABELS[2])
+        out[CLIENT_LABELS[1]] = _buffered_timing(client, url, model, CLIENT_LABELS[1], fields)
+        out[CLIENT_LABELS[2]] = _non_streaming_timing(client, url, model, CLIENT_LABELS[2], fields)
     return out

@@ -120,9 +120,11 @@ def missing_message(*, server: bool = True, model: bool = True) -> str:
     gaps = missing(server=server, model=model)
     if not gaps:
         return ""
-    return ("The real model is not installed here: " + "; ".join(gaps) + f" (in {sys.executable}).\n"
-            f"Install it with `{INSTALL_COMMAND}` (builds llama-cpp-python portably, 7-25 minutes on 2 cores, "
-            f"needs a C/C++ compiler), or inside this environment: {PIP_COMMAND}")
+    return (
+        "The real model is not installed here: " + "; ".join(gaps) + f" (in {sys.executable}).\n"
+        f"Install it with `{INSTALL_COMMAND}` (builds llama-cpp-python portably, 7-25 minutes on 2 cores, "
+        f"needs a C/C++ compiler), or inside this environment: {PIP_COMMAND}"
+    )
 
 
 # -- the model file ---------------------------------------------------------------------------------------
@@ -174,20 +176,64 @@ def free_port(port: int = 0, host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def server_command(path: Path, *, port: int, n_ctx: int = 2048, n_threads: int = 2, server: str = "llama-cpp-python",
-                   llama_server: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+def server_command(
+    path: Path,
+    *,
+    port: int,
+    n_ctx: int = 2048,
+    n_threads: int = 2,
+    server: str = "llama-cpp-python",
+    llama_server: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     """The command line that serves `path` on 127.0.0.1:`port` (llama-cpp-python's or llama.cpp's server)."""
     if server == "llama-server":
         binary = llama_server or shutil.which("llama-server")
         if binary is None:
             raise ModelUnavailable("no llama-server on PATH and no --llama-server PATH given.\n" + LLAMA_SERVER_BUILD)
-        return [binary, "--model", str(path), "--host", "127.0.0.1", "--port", str(port), "--alias", MODEL_NAME,
-                "--ctx-size", str(n_ctx), "--threads", str(n_threads), "--jinja", *extra]
+        return [
+            binary,
+            "--model",
+            str(path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--alias",
+            MODEL_NAME,
+            "--ctx-size",
+            str(n_ctx),
+            "--threads",
+            str(n_threads),
+            "--jinja",
+            *extra,
+        ]
     if server != "llama-cpp-python":
         raise ValueError(f"server must be one of {SERVERS}, not {server!r}")
-    return [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", MODEL_NAME,
-            "--host", "127.0.0.1", "--port", str(port), "--chat_format", "gemma", "--logits_all", "false",
-            "--n_threads", str(n_threads), "--n_ctx", str(n_ctx), "--verbose", "false", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(path),
+        "--model_alias",
+        MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--chat_format",
+        "gemma",
+        "--logits_all",
+        "false",
+        "--n_threads",
+        str(n_threads),
+        "--n_ctx",
+        str(n_ctx),
+        "--verbose",
+        "false",
+        *extra,
+    ]
 
 
 _live: set[ModelServer] = set()
@@ -208,10 +254,20 @@ class ModelServer:
     if it has not exited after `grace` seconds, and reaps it. Idempotent.
     """
 
-    def __init__(self, gguf: str | os.PathLike[str] | None = None, *, port: int = 0, n_ctx: int = 2048,
-                 n_threads: int = 2, server: str = "llama-cpp-python", llama_server: str | None = None,
-                 extra: tuple[str, ...] = (), quiet: bool = True, startup_timeout: float = 180.0,
-                 grace: float = 10.0) -> None:
+    def __init__(
+        self,
+        gguf: str | os.PathLike[str] | None = None,
+        *,
+        port: int = 0,
+        n_ctx: int = 2048,
+        n_threads: int = 2,
+        server: str = "llama-cpp-python",
+        llama_server: str | None = None,
+        extra: tuple[str, ...] = (),
+        quiet: bool = True,
+        startup_timeout: float = 180.0,
+        grace: float = 10.0,
+    ) -> None:
         self.gguf, self.requested_port, self.n_ctx, self.n_threads = gguf, port, n_ctx, n_threads
         self.server, self.llama_server, self.extra, self.quiet = server, llama_server, tuple(extra), quiet
         self.startup_timeout, self.grace = startup_timeout, grace
@@ -235,22 +291,34 @@ class ModelServer:
     @property
     def flags(self) -> list[str]:
         """The server's settings as given on its command line (everything after the model file's path)."""
-        return self.command[self.command.index(str(self.path)) + 1:] if self.path is not None else []
+        return self.command[self.command.index(str(self.path)) + 1 :] if self.path is not None else []
 
     def start(self) -> ModelServer:
         if self.process is not None:
             raise RuntimeError("this model server is already started")
         self.path = model_path(self.gguf)
         self.port = free_port(self.requested_port)
-        self.command = server_command(self.path, port=self.port, n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                      server=self.server, llama_server=self.llama_server, extra=self.extra)
+        self.command = server_command(
+            self.path,
+            port=self.port,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            server=self.server,
+            llama_server=self.llama_server,
+            extra=self.extra,
+        )
         if self.quiet:
             fd, name = tempfile.mkstemp(prefix="streamlab-model-", suffix=".log")
             self.log_path, self._log = Path(name), os.fdopen(fd, "wb")
         # A session of its own: a Ctrl-C meant for a notebook kernel or for `dev.py model` is not delivered to
         # the server behind our back; stop() ends it, in order.
-        self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                        stderr=subprocess.STDOUT if self._log else None, start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT if self._log else None,
+            start_new_session=True,
+        )
         with _live_lock:
             _live.add(self)
         try:
@@ -275,8 +343,9 @@ class ModelServer:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise ModelUnavailable(f"the model server did not answer {url} within {self.startup_timeout:.0f} s."
-                                       f"{self._log_tail()}")
+                raise ModelUnavailable(
+                    f"the model server did not answer {url} within {self.startup_timeout:.0f} s.{self._log_tail()}"
+                )
             time.sleep(0.1)
 
     def _log_tail(self, lines: int = 15) -> str:
@@ -318,8 +387,9 @@ class ModelServer:
     def __enter__(self) -> ModelServer:
         return self if self.process is not None else self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def __repr__(self) -> str:
@@ -336,9 +406,15 @@ def _settings(gguf: str | os.PathLike[str] | None, *rest: object) -> tuple[objec
     return (None if gguf is None else Path(gguf).expanduser().resolve(), *rest)
 
 
-def serve_model(gguf: str | os.PathLike[str] | None = None, *, n_ctx: int = 2048, n_threads: int = 2,
-                server: str = "llama-cpp-python", llama_server: str | None = None,
-                extra: tuple[str, ...] = ()) -> ModelServer:
+def serve_model(
+    gguf: str | os.PathLike[str] | None = None,
+    *,
+    n_ctx: int = 2048,
+    n_threads: int = 2,
+    server: str = "llama-cpp-python",
+    llama_server: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> ModelServer:
     """Start a model server for a notebook, or reuse the one a previous call started with the same settings.
 
     Loading the model takes seconds, so re-running the cell with the same arguments returns the running server;
@@ -351,11 +427,17 @@ def serve_model(gguf: str | os.PathLike[str] | None = None, *, n_ctx: int = 2048
         raise ModelUnavailable(missing_message(**needs))
     wanted = _settings(gguf, n_ctx, n_threads, server, llama_server, tuple(extra))
     held = _slot.current
-    if held is not None and held.running and wanted == _settings(
-            held.gguf, held.n_ctx, held.n_threads, held.server, held.llama_server, held.extra):
+    if (
+        held is not None
+        and held.running
+        and wanted == _settings(held.gguf, held.n_ctx, held.n_threads, held.server, held.llama_server, held.extra)
+    ):
         return held
-    return _slot.put(lambda: ModelServer(gguf, n_ctx=n_ctx, n_threads=n_threads, server=server,
-                                         llama_server=llama_server, extra=extra).start())
+    return _slot.put(
+        lambda: ModelServer(
+            gguf, n_ctx=n_ctx, n_threads=n_threads, server=server, llama_server=llama_server, extra=extra
+        ).start()
+    )
 
 
 def stop_model() -> None:
@@ -377,12 +459,20 @@ atexit.register(_stop_all)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python3 dev.py model", description=(
-        "Serve Gemma 3 270M (or your own GGUF file) on 127.0.0.1 with an OpenAI-compatible API; Ctrl-C stops it."))
+    parser = argparse.ArgumentParser(
+        prog="python3 dev.py model",
+        description=(
+            "Serve Gemma 3 270M (or your own GGUF file) on 127.0.0.1 with an OpenAI-compatible API; Ctrl-C stops it."
+        ),
+    )
     parser.add_argument("--gguf", metavar="PATH", help="serve this GGUF file instead of the packaged model")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    parser.add_argument("--server", choices=SERVERS, default="llama-cpp-python",
-                        help="llama-cpp-python's FastAPI server (default) or llama.cpp's C++ llama-server")
+    parser.add_argument(
+        "--server",
+        choices=SERVERS,
+        default="llama-cpp-python",
+        help="llama-cpp-python's FastAPI server (default) or llama.cpp's C++ llama-server",
+    )
     parser.add_argument("--llama-server", metavar="PATH", help="the llama-server binary (default: from PATH)")
     parser.add_argument("--n-ctx", type=int, default=2048, help="context size in tokens (default 2048)")
     parser.add_argument("--check", action="store_true", help="only say whether the model extra is installed")
@@ -391,14 +481,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _announce(server: ModelServer) -> None:
     print(f"serving {server.path} (sha256 {sha256_of(server.path) if server.path else '?'})")
-    print(f"server:   {' '.join(server.command[:3] if server.server == 'llama-cpp-python' else server.command[:1])}"
-          f" {' '.join(server.flags)}")
+    print(
+        f"server:   {' '.join(server.command[:3] if server.server == 'llama-cpp-python' else server.command[:1])}"
+        f" {' '.join(server.flags)}"
+    )
     print(f"base URL: {server.base_url}")
     print(f"model:    {server.model}")
-    print("try it:\n"
-          f"    curl -N {server.base_url}/chat/completions -H 'Content-Type: application/json' -d "
-          f"'{{\"model\": \"{server.model}\", \"stream\": true, \"max_tokens\": 40, "
-          "\"messages\": [{\"role\": \"user\", \"content\": \"Tell me about rivers.\"}]}'")
+    print(
+        "try it:\n"
+        f"    curl -N {server.base_url}/chat/completions -H 'Content-Type: application/json' -d "
+        f'\'{{"model": "{server.model}", "stream": true, "max_tokens": 40, '
+        '"messages": [{"role": "user", "content": "Tell me about rivers."}]}\''
+    )
     print("Ctrl-C (or SIGTERM) stops it.", flush=True)
 
 
@@ -422,8 +516,9 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    server = ModelServer(args.gguf, port=args.port, n_ctx=args.n_ctx, server=args.server,
-                         llama_server=args.llama_server, quiet=False)
+    server = ModelServer(
+        args.gguf, port=args.port, n_ctx=args.n_ctx, server=args.server, llama_server=args.llama_server, quiet=False
+    )
     try:
         print(f"starting {args.server} on 127.0.0.1 (loading the model takes a few seconds)...", flush=True)
         server.start()

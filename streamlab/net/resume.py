@@ -92,13 +92,26 @@ def _record_drop(conn: Connection, stream: EventStream, exc: Exception, connecti
 
 
 def _client_options(
-    client: httpx.Client | None, headers: Mapping[str, str] | None, read_timeout: float | None,
-    connect_timeout: float | None, deadline: float | None, idle_timeout: float | None,
-    is_content: Callable[[SSEEvent], bool] | None, keep: Literal["all", "none"],
+    client: httpx.Client | None,
+    headers: Mapping[str, str] | None,
+    read_timeout: float | None,
+    connect_timeout: float | None,
+    deadline: float | None,
+    idle_timeout: float | None,
+    is_content: Callable[[SSEEvent], bool] | None,
+    keep: Literal["all", "none"],
 ) -> dict[str, Any]:
     """The per-connection keywords of `EventStream`, gathered once so every reconnect uses the same ones."""
-    return {"client": client, "headers": headers, "read_timeout": read_timeout, "connect_timeout": connect_timeout,
-            "deadline": deadline, "idle_timeout": idle_timeout, "is_content": is_content, "keep": keep}
+    return {
+        "client": client,
+        "headers": headers,
+        "read_timeout": read_timeout,
+        "connect_timeout": connect_timeout,
+        "deadline": deadline,
+        "idle_timeout": idle_timeout,
+        "is_content": is_content,
+        "keep": keep,
+    }
 
 
 class ResumableResponseStream:
@@ -155,8 +168,9 @@ class ResumableResponseStream:
         self.max_reconnects = max_reconnects
         self.delay = delay
         self.sleep = sleep
-        self.client_options = _client_options(client, headers, read_timeout, connect_timeout, deadline,
-                                              idle_timeout, is_content, keep)
+        self.client_options = _client_options(
+            client, headers, read_timeout, connect_timeout, deadline, idle_timeout, is_content, keep
+        )
         self.limits = {"max_line_bytes": max_line_bytes, "max_event_bytes": max_event_bytes}
         self.connections: list[Connection] = []
         self.terminal: str | None = None  # the terminal event type once it arrived
@@ -171,13 +185,15 @@ class ResumableResponseStream:
         number = len(self.connections) + 1
         if self.response_id is None:
             assert self.body is not None
-            self.stream = stream_responses(self.base_url, self.body, parser=SSEParser(**self.limits),
-                                           **self.client_options)
+            self.stream = stream_responses(
+                self.base_url, self.body, parser=SSEParser(**self.limits), **self.client_options
+            )
             self.connections.append(Connection(number, "POST /v1/responses", None))
         else:
             after = self.cursor.value
-            self.stream = resume_response(self.base_url, self.response_id, after, parser=SSEParser(**self.limits),
-                                          **self.client_options)
+            self.stream = resume_response(
+                self.base_url, self.response_id, after, parser=SSEParser(**self.limits), **self.client_options
+            )
             query = "stream=true" + ("" if after is None else f"&starting_after={after}")
             sent = None if after is None else str(after)
             self.connections.append(Connection(number, f"GET /v1/responses/{self.response_id}?{query}", sent))
@@ -212,12 +228,17 @@ class ResumableResponseStream:
             if self.terminal is not None or self._closed or stream.end_reason == Ending.CANCELLED:
                 return
             if self.response_id is None:
-                raise ResumeError("the connection dropped before response.created gave a response id: there is "
-                                  "nothing to resume; discard any partial output and start again", self.connections)
+                raise ResumeError(
+                    "the connection dropped before response.created gave a response id: there is "
+                    "nothing to resume; discard any partial output and start again",
+                    self.connections,
+                )
             idle = 0 if conn.events else idle + 1
             if idle > self.max_reconnects:
-                raise ResumeError(f"{idle} reconnect(s) in a row brought no new event "
-                                  f"(max_reconnects={self.max_reconnects})", self.connections)
+                raise ResumeError(
+                    f"{idle} reconnect(s) in a row brought no new event (max_reconnects={self.max_reconnects})",
+                    self.connections,
+                )
             if self.delay:
                 self.sleep(self.delay)
 
@@ -288,8 +309,9 @@ class LastEventIdStream:
         self.sleep = sleep
         self.is_terminal = is_terminal
         self.limits = {"max_line_bytes": max_line_bytes, "max_event_bytes": max_event_bytes}
-        self.client_options = _client_options(client, headers, read_timeout, connect_timeout, deadline,
-                                              idle_timeout, is_content, keep)
+        self.client_options = _client_options(
+            client, headers, read_timeout, connect_timeout, deadline, idle_timeout, is_content, keep
+        )
         self.connections: list[Connection] = []
         self.waits: list[float] = []  # seconds slept before each reconnect
         self.finished = False
@@ -304,11 +326,18 @@ class LastEventIdStream:
         idle = 0
         while not self._closed:
             sent = self.last_event_id or None
-            self.stream = stream = EventStream(self.url, self.body, method=self.method, last_event_id=sent,
-                                               parser=self._parser(), **self.client_options)
+            self.stream = stream = EventStream(
+                self.url,
+                self.body,
+                method=self.method,
+                last_event_id=sent,
+                parser=self._parser(),
+                **self.client_options,
+            )
             path = urlsplit(self.url).path
-            conn = Connection(len(self.connections) + 1, f"{self.method} {path}"
-                              + (f" Last-Event-ID: {sent}" if sent else ""), sent)
+            conn = Connection(
+                len(self.connections) + 1, f"{self.method} {path}" + (f" Last-Event-ID: {sent}" if sent else ""), sent
+            )
             self.connections.append(conn)
             try:
                 with stream:
@@ -331,8 +360,10 @@ class LastEventIdStream:
                 return
             idle = 0 if conn.events else idle + 1
             if idle > self.max_reconnects:
-                raise ResumeError(f"{idle} reconnect(s) in a row brought no new event "
-                                  f"(max_reconnects={self.max_reconnects})", self.connections)
+                raise ResumeError(
+                    f"{idle} reconnect(s) in a row brought no new event (max_reconnects={self.max_reconnects})",
+                    self.connections,
+                )
             wait = min(self.retry_ms if self.retry_ms is not None else self.default_retry_ms, self.max_retry_ms)
             self.waits.append(wait / 1000)
             if wait:

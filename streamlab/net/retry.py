@@ -66,18 +66,20 @@ class Attempt:
             after = f"waited {self.waited:.3f} s ({self.decision.source})"
         else:
             after = f"gave up: {self.decision.reason}"
-        return (f"attempt {self.number}: started at +{self.started:.3f} s, {self.result.describe()}, "
-                f"after {self.ended - self.started:.3f} s; {after}")
+        return (
+            f"attempt {self.number}: started at +{self.started:.3f} s, {self.result.describe()}, "
+            f"after {self.ended - self.started:.3f} s; {after}"
+        )
 
 
 def _result_of(exc: BaseException, events_delivered: int) -> AttemptResult | None:
     """The AttemptResult of a client failure; None when `exc` did not come from the stream's transport."""
     if isinstance(exc, BadStatus):
-        return AttemptResult(status=exc.status, headers=exc.headers or {}, ending=exc.ending,
-                             events_delivered=events_delivered)
+        return AttemptResult(
+            status=exc.status, headers=exc.headers or {}, ending=exc.ending, events_delivered=events_delivered
+        )
     if isinstance(exc, StreamEndError):
-        return AttemptResult(error=f"{type(exc).__name__}: {exc}", ending=exc.ending,
-                             events_delivered=events_delivered)
+        return AttemptResult(error=f"{type(exc).__name__}: {exc}", ending=exc.ending, events_delivered=events_delivered)
     return None
 
 
@@ -87,8 +89,14 @@ def _retry_could_help(result: AttemptResult) -> bool:
 
 
 class _RetryingBase:
-    def __init__(self, open_stream: Callable[[], Any], policy: RetryPolicy | None, *, clock: Callable[[], float],
-                 wall_clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        open_stream: Callable[[], Any],
+        policy: RetryPolicy | None,
+        *,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+    ) -> None:
         self.open_stream = open_stream
         self.policy = policy or RetryPolicy()
         self.clock = clock
@@ -145,9 +153,15 @@ class RetryingStream(_RetryingBase):
     turns an HTTP-date `Retry-After` into a delay. Inject both with `sleep` for a deterministic run.
     """
 
-    def __init__(self, open_stream: Callable[[], Any], policy: RetryPolicy | None = None, *,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        open_stream: Callable[[], Any],
+        policy: RetryPolicy | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__(open_stream, policy, clock=clock, wall_clock=wall_clock)
         self.sleep = sleep
 
@@ -188,9 +202,15 @@ class RetryingStream(_RetryingBase):
 class AsyncRetryingStream(_RetryingBase):
     """The async twin of `RetryingStream`: `open_stream()` returns an async client stream, `sleep` is awaited."""
 
-    def __init__(self, open_stream: Callable[[], Any], policy: RetryPolicy | None = None, *,
-                 sleep: Callable[[float], Awaitable[None]] | None = None, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        open_stream: Callable[[], Any],
+        policy: RetryPolicy | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__(open_stream, policy, clock=clock, wall_clock=wall_clock)
         self.sleep = sleep or asyncio.sleep
 

@@ -64,8 +64,15 @@ from streamlab.core.errors import (
 from streamlab.core.resume import is_content_event
 from streamlab.core.sse import SSEEvent, SSEParser
 
-__all__ = ["SDKToolCall", "SDKResult", "SDKStreamView", "AsyncSDKStreamView", "read_sdk_stream",
-           "aread_sdk_stream", "ending_of_exception"]
+__all__ = [
+    "SDKToolCall",
+    "SDKResult",
+    "SDKStreamView",
+    "AsyncSDKStreamView",
+    "read_sdk_stream",
+    "aread_sdk_stream",
+    "ending_of_exception",
+]
 
 
 @dataclass(frozen=True)
@@ -154,8 +161,11 @@ class _Tap:
         elif self.idle_timeout is not None and now - self.last_content > self.idle_timeout:
             raise IdleTimeout(
                 f"no content event for {now - self.last_content:.3f} s (idle_timeout={self.idle_timeout:g} s) "
-                f"although bytes kept arriving", events_received=self.events, bytes_received=self.bytes,
-                elapsed=now - self.started)
+                f"although bytes kept arriving",
+                events_received=self.events,
+                bytes_received=self.bytes,
+                elapsed=now - self.started,
+            )
 
     def finish(self) -> None:
         self.eof = True
@@ -171,6 +181,7 @@ class _Tap:
                 self.finish()
             finally:
                 inner.close()  # type: ignore[attr-defined]  # a generator: closing it releases the response
+
         return tapped
 
     def awrap(self, aiter_bytes: Callable[..., AsyncIterator[bytes]]) -> Callable[..., AsyncIterator[bytes]]:
@@ -183,27 +194,32 @@ class _Tap:
                 self.finish()
             finally:
                 await inner.aclose()  # type: ignore[attr-defined]
+
         return tapped
 
 
 class _ViewBase:
     """The bookkeeping shared by the sync and async views (no reading here)."""
 
-    def __init__(self, stream: Any, idle_timeout: float | None, is_content: Callable[[SSEEvent], bool],
-                 kind: type, method: str) -> None:
+    def __init__(
+        self, stream: Any, idle_timeout: float | None, is_content: Callable[[SSEEvent], bool], kind: type, method: str
+    ) -> None:
         if not isinstance(stream, kind):
             raise TypeError(
                 f"{type(self).__name__} reads an openai.{kind.__name__} (what create(..., stream=True) and "
                 f"retrieve(..., stream=True) return), got {type(stream).__name__}; the .stream() helpers wrap "
-                "one of those and are not supported")
+                "one of those and are not supported"
+            )
         response = stream.response
         if response.is_stream_consumed or response.is_closed:
-            raise ValueError(f"{type(self).__name__} must see the stream from its first byte: this one was "
-                             "already read or closed")
+            raise ValueError(
+                f"{type(self).__name__} must see the stream from its first byte: this one was already read or closed"
+            )
         self.stream = stream
         self.dialect = _dialect(response)
         self.accumulator: ChatAccumulator | ResponsesAccumulator = (
-            ChatAccumulator() if self.dialect == "chat" else ResponsesAccumulator())
+            ChatAccumulator() if self.dialect == "chat" else ResponsesAccumulator()
+        )
         self._tap = _Tap(idle_timeout, is_content)
         wrap = self._tap.awrap if method == "aiter_bytes" else self._tap.wrap
         setattr(response, method, wrap(getattr(response, method)))  # see "Theory of operation"
@@ -276,16 +292,48 @@ class _ViewBase:
         acc = self.accumulator
         error = _describe(self.error) if self.error is not None else None
         if isinstance(acc, ChatAccumulator):
-            calls = tuple(SDKToolCall(i, c.id, c.name, c.arguments, acc.tool_call_problem(0, i))
-                          for (choice, i), c in sorted(acc.tool_calls.items()) if choice == 0)
-            return SDKResult("chat", self.outcome, self.ending, acc.text.get(0, ""), calls, acc.usage,
-                             acc.finish_reason.get(0), None, acc.saw_done, self.objects, self.bytes_received,
-                             error, self._explain())
-        calls = tuple(SDKToolCall(oi, item.get("call_id"), item.get("name") or "", acc.arguments.get(oi, ""),
-                                  acc.call_problem(oi)) for oi, item in acc.function_calls().items())
+            calls = tuple(
+                SDKToolCall(i, c.id, c.name, c.arguments, acc.tool_call_problem(0, i))
+                for (choice, i), c in sorted(acc.tool_calls.items())
+                if choice == 0
+            )
+            return SDKResult(
+                "chat",
+                self.outcome,
+                self.ending,
+                acc.text.get(0, ""),
+                calls,
+                acc.usage,
+                acc.finish_reason.get(0),
+                None,
+                acc.saw_done,
+                self.objects,
+                self.bytes_received,
+                error,
+                self._explain(),
+            )
+        calls = tuple(
+            SDKToolCall(
+                oi, item.get("call_id"), item.get("name") or "", acc.arguments.get(oi, ""), acc.call_problem(oi)
+            )
+            for oi, item in acc.function_calls().items()
+        )
         text = "".join(acc.text[key] for key in sorted(acc.text))
-        return SDKResult("responses", self.outcome, self.ending, text, calls, acc.usage, None, acc.status, None,
-                         self.objects, self.bytes_received, error, self._explain())
+        return SDKResult(
+            "responses",
+            self.outcome,
+            self.ending,
+            text,
+            calls,
+            acc.usage,
+            None,
+            acc.status,
+            None,
+            self.objects,
+            self.bytes_received,
+            error,
+            self._explain(),
+        )
 
     def _explain(self) -> str:
         assert self.ending is not None
@@ -297,8 +345,10 @@ class _ViewBase:
         if self.ending is Ending.CANCELLED:
             return f"cancelled: the caller closed the stream after {self.objects} object(s)"
         if self.ending is Ending.INCOMPLETE_EVENT:
-            return ("truncated: the body ended cleanly inside an unfinished event, which was discarded "
-                    "(the SDK's loop ended without an exception)")
+            return (
+                "truncated: the body ended cleanly inside an unfinished event, which was discarded "
+                "(the SDK's loop ended without an exception)"
+            )
         detail = f" ({_describe(self.error)})" if self.error is not None else ""
         return f"{self.outcome}: the stream ended with {self.ending}{detail}"
 
@@ -321,8 +371,13 @@ class SDKStreamView(_ViewBase):
     `is_content(event)` decides what resets the idle clock (default: any event but a Responses keep-alive).
     """
 
-    def __init__(self, stream: openai.Stream[Any], *, idle_timeout: float | None = None,
-                 is_content: Callable[[SSEEvent], bool] = is_content_event) -> None:
+    def __init__(
+        self,
+        stream: openai.Stream[Any],
+        *,
+        idle_timeout: float | None = None,
+        is_content: Callable[[SSEEvent], bool] = is_content_event,
+    ) -> None:
         super().__init__(stream, idle_timeout, is_content, openai.Stream, "iter_bytes")
 
     def __iter__(self) -> SDKStreamView:
@@ -361,8 +416,13 @@ class SDKStreamView(_ViewBase):
 class AsyncSDKStreamView(_ViewBase):
     """The same view over an `openai.AsyncStream`: `async for`, `await aclose()`, `async with`."""
 
-    def __init__(self, stream: openai.AsyncStream[Any], *, idle_timeout: float | None = None,
-                 is_content: Callable[[SSEEvent], bool] = is_content_event) -> None:
+    def __init__(
+        self,
+        stream: openai.AsyncStream[Any],
+        *,
+        idle_timeout: float | None = None,
+        is_content: Callable[[SSEEvent], bool] = is_content_event,
+    ) -> None:
         super().__init__(stream, idle_timeout, is_content, openai.AsyncStream, "aiter_bytes")
 
     def __aiter__(self) -> AsyncSDKStreamView:
@@ -398,8 +458,9 @@ class AsyncSDKStreamView(_ViewBase):
         await self.aclose()
 
 
-def read_sdk_stream(stream: openai.Stream[Any], *, idle_timeout: float | None = None,
-                    stop_after: int | None = None) -> SDKResult:
+def read_sdk_stream(
+    stream: openai.Stream[Any], *, idle_timeout: float | None = None, stop_after: int | None = None
+) -> SDKResult:
     """Read an SDK stream to its end (or `stop_after` objects, then cancel) and say what it amounted to.
 
     Never raises for the way a stream ends: a dropped connection, a timeout, an error object are all in the
@@ -418,8 +479,9 @@ def read_sdk_stream(stream: openai.Stream[Any], *, idle_timeout: float | None = 
     return view.result()
 
 
-async def aread_sdk_stream(stream: openai.AsyncStream[Any], *, idle_timeout: float | None = None,
-                           stop_after: int | None = None) -> SDKResult:
+async def aread_sdk_stream(
+    stream: openai.AsyncStream[Any], *, idle_timeout: float | None = None, stop_after: int | None = None
+) -> SDKResult:
     """`read_sdk_stream` for an `openai.AsyncStream`."""
     view = AsyncSDKStreamView(stream, idle_timeout=idle_timeout)
     try:

@@ -40,8 +40,17 @@ from streamlab.core.metrics import Schedule, Timing, illustrative_blank_share
 from streamlab.net.retry import Attempt
 
 __all__ = [
-    "plot_visible_chars", "plot_blank_share", "step_xy", "DEFAULT_LENGTHS", "plot_share_heatmap", "plot_strategy_bars",
-    "plot_attempts", "plot_compatibility_matrix", "plot_breaker_timeline", "plot_repaints", "plot_interval_sweep",
+    "plot_visible_chars",
+    "plot_blank_share",
+    "step_xy",
+    "DEFAULT_LENGTHS",
+    "plot_share_heatmap",
+    "plot_strategy_bars",
+    "plot_attempts",
+    "plot_compatibility_matrix",
+    "plot_breaker_timeline",
+    "plot_repaints",
+    "plot_interval_sweep",
 ]
 
 DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -94,8 +103,9 @@ def plot_visible_chars(
         if tm.ttft is not None:
             (dot,) = ax.plot([tm.ttft], [tm.points[0][1]], "o", color=colour, ms=7, zorder=11, label="_nolegend_")
             dot.set_gid(f"ttft:{tm.label}")
-        (end,) = ax.plot([tm.total], [tm.chars], "s", color=colour, mfc="none", ms=12, mew=2, zorder=10,
-                         label="_nolegend_")
+        (end,) = ax.plot(
+            [tm.total], [tm.chars], "s", color=colour, mfc="none", ms=12, mew=2, zorder=10, label="_nolegend_"
+        )
         end.set_gid(f"total:{tm.label}")
     # legend entries for the two markers, in grey: they apply to every client
     ax.plot([], [], "o", color="grey", ms=7, label="TTFT (first visible text)")
@@ -103,8 +113,9 @@ def plot_visible_chars(
     if schedule is not None:
         vl = ax.axvline(schedule.ttft, color="grey", ls=":", lw=1.2, label=f"scheduled TTFT {schedule.ttft:.2f} s")
         vl.set_gid("schedule:ttft")
-        vl = ax.axvline(schedule.total, color="grey", ls="--", lw=1.2,
-                        label=f"scheduled last token {schedule.total:.2f} s")
+        vl = ax.axvline(
+            schedule.total, color="grey", ls="--", lw=1.2, label=f"scheduled last token {schedule.total:.2f} s"
+        )
         vl.set_gid("schedule:total")
     ax.set_xlabel("seconds since the request was sent")
     ax.set_ylabel("visible characters")
@@ -184,8 +195,16 @@ def plot_share_heatmap(
         for x, fixture in enumerate(cols):
             share = grid[y][x]
             if share < 1.0:
-                ax.text(x, y, str(int(share * 100)), ha="center", va="center", fontsize=6,
-                        color="white" if share < 0.5 else "black", gid=f"share:{contender}:{fixture}")
+                ax.text(
+                    x,
+                    y,
+                    str(int(share * 100)),
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if share < 0.5 else "black",
+                    gid=f"share:{contender}:{fixture}",
+                )
     ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=7)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.set_title("% of runs correct, all four strategies (blank: every run correct)")
@@ -210,8 +229,16 @@ def plot_strategy_bars(result: HarnessResult, contenders: Sequence[str] | None =
     for k, strategy in enumerate(result.strategies):
         shares = [float(np.mean([result.cell(c, f, strategy).share for f in result.fixtures])) for c in rows]
         colour, hatch = _STRATEGY_STYLES[k % len(_STRATEGY_STYLES)]
-        bars = ax.bar(x + (k - (len(result.strategies) - 1) / 2) * width, shares, width, label=strategy,
-                      color=colour, hatch=hatch, edgecolor="black", linewidth=0.4)
+        bars = ax.bar(
+            x + (k - (len(result.strategies) - 1) / 2) * width,
+            shares,
+            width,
+            label=strategy,
+            color=colour,
+            hatch=hatch,
+            edgecolor="black",
+            linewidth=0.4,
+        )
         for patch in bars:
             patch.set_gid(f"bars:{strategy}")
     ax.set_xticks(x, rows, rotation=45, ha="right", fontsize=8)
@@ -247,8 +274,14 @@ def plot_attempts(attempts: Sequence[Attempt], *, ax: Axes | None = None, title:
         ax.annotate(a.result.describe().split(":")[0], (a.started, y + 0.3), fontsize=8, va="bottom")
         if a.decision.retry:
             ax.barh(y, a.waited, left=a.ended, height=0.2, color="lightgrey", hatch="//", edgecolor="grey")
-            ax.annotate(f"wait {a.waited:.2f} s ({a.decision.source})", (a.ended + a.waited / 2, y - 0.35),
-                        fontsize=7, ha="center", va="top", color="dimgrey")
+            ax.annotate(
+                f"wait {a.waited:.2f} s ({a.decision.source})",
+                (a.ended + a.waited / 2, y - 0.35),
+                fontsize=7,
+                ha="center",
+                va="top",
+                color="dimgrey",
+            )
     ax.set_yticks([len(attempts) - i for i in range(len(attempts))], [f"attempt {a.number}" for a in attempts])
     end = max([a.ended + a.waited for a in attempts], default=1.0) or 1.0
     ax.set_xlim(-0.03 * end, 1.2 * end)  # room for the last label
@@ -256,11 +289,17 @@ def plot_attempts(attempts: Sequence[Attempt], *, ax: Axes | None = None, title:
     ax.set_ylim(0.3, len(attempts) + 0.9)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(handles=[
-        Line2D([], [], marker="o", color="tab:green", linestyle="none", label="attempt: streamed"),
-        Line2D([], [], marker="X", color="tab:red", linestyle="none", label="attempt: failed"),
-        Patch(facecolor="lightgrey", hatch="//", edgecolor="grey", label="wait before retrying"),
-    ], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    ax.legend(
+        handles=[
+            Line2D([], [], marker="o", color="tab:green", linestyle="none", label="attempt: streamed"),
+            Line2D([], [], marker="X", color="tab:red", linestyle="none", label="attempt: failed"),
+            Patch(facecolor="lightgrey", hatch="//", edgecolor="grey", label="wait before retrying"),
+        ],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=7,
+        frameon=False,
+    )
     return fig
 
 
@@ -272,8 +311,12 @@ _STATUS_COLOURS = {Status.PASS: "#4daf4a", Status.WARN: "#ffb000", Status.FAIL: 
 _STATUS_MARKS = {Status.PASS: "", Status.WARN: "W", Status.FAIL: "F", Status.SKIP: "-"}
 
 
-def plot_compatibility_matrix(reports: Mapping[str, Report], checks: Sequence[str] | None = None, *,
-                              title: str = "What each endpoint does with each promise") -> Figure:
+def plot_compatibility_matrix(
+    reports: Mapping[str, Report],
+    checks: Sequence[str] | None = None,
+    *,
+    title: str = "What each endpoint does with each promise",
+) -> Figure:
     """The compatibility matrix: one row per check, one column per report (an endpoint or a profile), each
     cell coloured by its status and marked W (warn), F (fail) or - (skip), so it reads without colour too.
 
@@ -288,8 +331,16 @@ def plot_compatibility_matrix(reports: Mapping[str, Report], checks: Sequence[st
     for y, (check, statuses) in enumerate(rows):
         for x, (name, status) in enumerate(zip(names, statuses)):
             ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=_STATUS_COLOURS[status], edgecolor="white"))
-            ax.text(x, y, _STATUS_MARKS[status], ha="center", va="center", fontsize=8, fontweight="bold",
-                    gid=f"cell:{check}:{name}")
+            ax.text(
+                x,
+                y,
+                _STATUS_MARKS[status],
+                ha="center",
+                va="center",
+                fontsize=8,
+                fontweight="bold",
+                gid=f"cell:{check}:{name}",
+            )
     for y in range(1, len(rows)):
         if CHECKS[rows[y][0]].group != CHECKS[rows[y - 1][0]].group:
             ax.axhline(y - 0.5, color="black", linewidth=1.2)
@@ -299,8 +350,10 @@ def plot_compatibility_matrix(reports: Mapping[str, Report], checks: Sequence[st
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(rows)), [check for check, _ in rows], fontsize=8)
     ax.tick_params(length=0)
-    handles = [Patch(facecolor=_STATUS_COLOURS[s], label=s.value + (f" ({_STATUS_MARKS[s]})" if _STATUS_MARKS[s]
-                                                                     else "")) for s in Status]
+    handles = [
+        Patch(facecolor=_STATUS_COLOURS[s], label=s.value + (f" ({_STATUS_MARKS[s]})" if _STATUS_MARKS[s] else ""))
+        for s in Status
+    ]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title, fontsize=10)
     return fig
@@ -309,17 +362,28 @@ def plot_compatibility_matrix(reports: Mapping[str, Report], checks: Sequence[st
 # -- lab 10: the gateway's breakers and render batching ------------------------------------------------------
 
 _STATE_STYLES = {  # colour (Okabe and Ito's colour-blind-safe palette) and a hatch, so states read without hue
-    State.CLOSED: ("#009E73", ""), State.HALF_OPEN: ("#E69F00", ".."), State.OPEN: ("#D55E00", "//"),
+    State.CLOSED: ("#009E73", ""),
+    State.HALF_OPEN: ("#E69F00", ".."),
+    State.OPEN: ("#D55E00", "//"),
 }
 _SEEN = {  # what a breaker saw -> (marker, colour, legend label): each kind has a shape of its own
-    "ok": ("o", "#009E73", "ok"), "fault": ("X", "#D55E00", "fault"), "neutral": ("s", "#999999", "neutral"),
-    "refused": ("|", "black", "refused (skipped)"), "probe": ("D", "#E69F00", "probe let through"),
+    "ok": ("o", "#009E73", "ok"),
+    "fault": ("X", "#D55E00", "fault"),
+    "neutral": ("s", "#999999", "neutral"),
+    "refused": ("|", "black", "refused (skipped)"),
+    "probe": ("D", "#E69F00", "probe let through"),
     "late": ("x", "#999999", "late result"),
 }
 
 
-def plot_breaker_timeline(breakers: Mapping[str, Breaker], *, since: float = 0.0, until: float | None = None,
-                          ax: Axes | None = None, title: str = "Circuit breakers over time") -> Figure:
+def plot_breaker_timeline(
+    breakers: Mapping[str, Breaker],
+    *,
+    since: float = 0.0,
+    until: float | None = None,
+    ax: Axes | None = None,
+    title: str = "Circuit breakers over time",
+) -> Figure:
     """One lane per upstream: its breaker's state as spans (closed plain, half-open dotted, open hatched, each in
     its colour) and what it saw as markers of different shapes (ok, fault, refused, probe), on the breakers'
     clock, relative to `since`. Spans carry the gid "state:NAME:STATE", markers "seen:NAME:KIND"."""
@@ -334,8 +398,18 @@ def plot_breaker_timeline(breakers: Mapping[str, Breaker], *, since: float = 0.0
             stop = end if tr is None else tr.at
             if stop > start:
                 colour, hatch = _STATE_STYLES[state]
-                ax.barh(y, stop - start, left=start - since, height=0.5, color=colour, alpha=0.3, hatch=hatch,
-                        edgecolor=colour, linewidth=0, gid=f"state:{name}:{state}")
+                ax.barh(
+                    y,
+                    stop - start,
+                    left=start - since,
+                    height=0.5,
+                    color=colour,
+                    alpha=0.3,
+                    hatch=hatch,
+                    edgecolor=colour,
+                    linewidth=0,
+                    gid=f"state:{name}:{state}",
+                )
             if tr is not None:
                 state, start = tr.after, tr.at
         for kind, (marker, colour, _label) in _SEEN.items():
@@ -346,8 +420,10 @@ def plot_breaker_timeline(breakers: Mapping[str, Breaker], *, since: float = 0.0
     ax.set_ylim(0.4, len(names) + 0.6)
     ax.set_xlim(0, end - since)
     ax.set_xlabel("seconds on the breakers' clock")
-    handles = [Patch(facecolor=c, edgecolor=c, alpha=0.3, hatch=h, label=str(s).replace("_", "-"))
-               for s, (c, h) in _STATE_STYLES.items()]
+    handles = [
+        Patch(facecolor=c, edgecolor=c, alpha=0.3, hatch=h, label=str(s).replace("_", "-"))
+        for s, (c, h) in _STATE_STYLES.items()
+    ]
     handles += [ax.plot([], [], ls="", marker=m, color=c, label=label)[0] for m, c, label in _SEEN.values()]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title)
@@ -355,9 +431,14 @@ def plot_breaker_timeline(breakers: Mapping[str, Breaker], *, since: float = 0.0
     return fig
 
 
-def plot_repaints(deltas: Sequence[tuple[float, str]], intervals: Mapping[str, float], *,
-                  window: tuple[float, float] | None = None, ax: Axes | None = None,
-                  title: str = "What the screen shows: one stream, painted two ways") -> Figure:
+def plot_repaints(
+    deltas: Sequence[tuple[float, str]],
+    intervals: Mapping[str, float],
+    *,
+    window: tuple[float, float] | None = None,
+    ax: Axes | None = None,
+    title: str = "What the screen shows: one stream, painted two ways",
+) -> Figure:
     """Characters on screen against time for the same `deltas` ((arrival, text)), one staircase per batching
     interval in `intervals` (label -> seconds; 0 paints every delta), each repaint a dot (gid "repaints:LABEL").
     `window` limits the time axis."""
@@ -372,8 +453,15 @@ def plot_repaints(deltas: Sequence[tuple[float, str]], intervals: Mapping[str, f
         colour = _COLOURS[i % len(_COLOURS)]
         stats = render_stats(flushes)
         ax.plot(xs, ys, color=colour, lw=1.5, label=f"{label}: {stats.repaints} repaints")
-        ax.plot([f.at for f in flushes], np.cumsum([len(f.text) for f in flushes]), ls="", marker="o", markersize=3,
-                color=colour, gid=f"repaints:{label}")
+        ax.plot(
+            [f.at for f in flushes],
+            np.cumsum([len(f.text) for f in flushes]),
+            ls="",
+            marker="o",
+            markersize=3,
+            color=colour,
+            gid=f"repaints:{label}",
+        )
     if window is not None:
         ax.set_xlim(*window)
         top = sum(len(text) for t, text in deltas if t <= window[1])  # what is on screen by the window's end
@@ -386,9 +474,13 @@ def plot_repaints(deltas: Sequence[tuple[float, str]], intervals: Mapping[str, f
     return fig
 
 
-def plot_interval_sweep(schedules: Mapping[str, Sequence[tuple[float, str]]], intervals: Sequence[float], *,
-                        ax: Axes | None = None,
-                        title: str = "Repaints per second and the longest wait, by batching interval") -> Figure:
+def plot_interval_sweep(
+    schedules: Mapping[str, Sequence[tuple[float, str]]],
+    intervals: Sequence[float],
+    *,
+    ax: Axes | None = None,
+    title: str = "Repaints per second and the longest wait, by batching interval",
+) -> Figure:
     """For each schedule (label -> deltas), repaints per second (solid, left axis) and the longest any delta
     waited (dashed, right axis, ms) against the batching interval (ms). Lines carry the gids "rate:LABEL" and
     "wait:LABEL"."""
@@ -398,10 +490,23 @@ def plot_interval_sweep(schedules: Mapping[str, Sequence[tuple[float, str]]], in
     for i, (label, deltas) in enumerate(schedules.items()):
         stats = [render_stats(batch(deltas, iv)) for iv in intervals]
         colour = _COLOURS[i % len(_COLOURS)]
-        ax.plot(ms, [s.per_second for s in stats], marker="o", color=colour, label=f"{label}: repaints per second",
-                gid=f"rate:{label}")
-        right.plot(ms, [1000 * s.max_wait for s in stats], ls="--", marker=".", color=colour,
-                   label=f"{label}: longest wait (ms)", gid=f"wait:{label}")
+        ax.plot(
+            ms,
+            [s.per_second for s in stats],
+            marker="o",
+            color=colour,
+            label=f"{label}: repaints per second",
+            gid=f"rate:{label}",
+        )
+        right.plot(
+            ms,
+            [1000 * s.max_wait for s in stats],
+            ls="--",
+            marker=".",
+            color=colour,
+            label=f"{label}: longest wait (ms)",
+            gid=f"wait:{label}",
+        )
     ax.set_xlabel("batching interval (ms)")
     ax.set_ylabel("repaints per second")
     right.set_ylabel("longest wait (ms)")

@@ -1,4 +1,4 @@
-"""Checkpoint quizzes for the labs (tools layer): load `data/quiz/NN.json`, grade answers, show them.
+"""Checkpoint quizzes for the labs (tools layer): load `data/quiz/NN.json`, check it, grade an answer.
 
 One quiz per lab, kept as data. The file format is jupyterquiz's (a JSON list of questions, each with
 `question`, `type` and `answers`), so the same files also render with `jupyterquiz.display_quiz` and in
@@ -16,27 +16,15 @@ Question types: `multiple_choice` (exactly one answer has `"correct": true`) and
 `value` is correct, and a correct `range` around it is the tolerance). jupyterquiz's `many_choice` is
 refused: every checkpoint question has exactly one right answer.
 
-Two views of one quiz:
-
-* `quiz("03")` displays an ipywidgets quiz: a button per answer, or a box for a number, that answers a
-  click with "right" or "not quite", the answer's feedback and, once right, the explanation. It needs a
-  live kernel (widget views are not saved), so its cell is marked `# NBVAL_IGNORE_OUTPUT`.
-* `quiz_text("03")` returns the same quiz as deterministic text (questions, choices, and by default each
-  answer with its explanation as "Answer:" / "Why:" lines), printed so that strict nbval checks it.
-
-Why ipywidgets rather than jupyterquiz for the labs: ipywidgets is already a dependency; a click can be
-simulated in a plain test (`Button.click()`), so the quiz's behaviour is tested without a browser; and
-jupyterquiz renders through `application/javascript` output with a random container id, which JupyterLab
-runs only in a trusted notebook and nbval cannot compare.
+What a learner sees of a quiz (the question list as text and HTML, the interactive widget, the answers on
+request) is in `streamlab.tools.quizview`; this module is the quiz itself: the data model, loading and checking
+the files, and grading an answer, with no widgets.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
-import re
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,17 +36,15 @@ __all__ = [
     "NumericAnswer",
     "Question",
     "Quiz",
-    "QuizView",
     "Section",
     "Verdict",
     "Wire",
     "available_quizzes",
-    "build_quiz",
     "check_wire",
+    "lab_name",
     "load_quiz",
+    "parse_number",
     "parse_quiz",
-    "quiz",
-    "quiz_text",
 ]
 
 KINDS = ("multiple_choice", "numeric")
@@ -234,7 +220,7 @@ def _number(x: float | None) -> str:
 # =====================================================================================================
 
 
-def _lab_name(lab: str | int) -> str:
+def lab_name(lab: str | int) -> str:
     text = str(lab).strip()
     if not text.isdigit():
         raise ValueError(f"a lab is named by its number, such as '03' or 3, not {lab!r}")
@@ -249,7 +235,7 @@ def available_quizzes(folder: Path | None = None) -> list[str]:
 
 def load_quiz(lab: str | int, folder: Path | None = None) -> Quiz:
     """Load and check `data/quiz/NN.json`; a bad file raises ValueError naming the question and field."""
-    name = _lab_name(lab)
+    name = lab_name(lab)
     path = (folder or data_dir() / "quiz") / f"{name}.json"
     if not path.exists():
         have = ", ".join(available_quizzes(path.parent)) or "none"
@@ -288,19 +274,27 @@ def _parse_question(item: Any, where: str) -> Question:
     where = f"{where} ({qid})"
     kind = item.get("type")
     if kind == "many_choice":
-        raise ValueError(f"{where}: many_choice is not used here: every checkpoint question has exactly one "
-                         "right answer")
+        raise ValueError(
+            f"{where}: many_choice is not used here: every checkpoint question has exactly one right answer"
+        )
     if kind not in KINDS:
         raise ValueError(f"{where}: type must be one of {KINDS}, got {kind!r}")
     section = item.get("section")
     if not isinstance(section, dict):
         raise ValueError(f"{where}: field 'section' must be an object {{'lab': 'NN', 'title': '...'}}")
-    sec = Section(lab=_lab_name(_text(section, "lab", where)), title=_text(section, "title", where))
+    sec = Section(lab=lab_name(_text(section, "lab", where)), title=_text(section, "title", where))
     answers = item.get("answers")
     if not isinstance(answers, list) or not answers:
         raise ValueError(f"{where}: field 'answers' must be a non-empty list")
-    common = dict(id=qid, kind=kind, text=_text(item, "question", where), explain=_text(item, "explain", where),
-                  section=sec, code=_text(item, "code", where, required=False), wire=_parse_wire(item, where))
+    common = dict(
+        id=qid,
+        kind=kind,
+        text=_text(item, "question", where),
+        explain=_text(item, "explain", where),
+        section=sec,
+        code=_text(item, "code", where, required=False),
+        wire=_parse_wire(item, where),
+    )
     if kind == "multiple_choice":
         return Question(choices=_parse_choices(answers, where), **common)
     return Question(numeric=_parse_numeric(answers, where), **common)
@@ -318,8 +312,10 @@ def _parse_choices(answers: list, where: str) -> tuple[Choice, ...]:
         choices.append(Choice(text=text, correct=a["correct"], feedback=_text(a, "feedback", at), code=code))
     right = sum(c.correct for c in choices)
     if len(choices) < 2 or right != 1:
-        raise ValueError(f"{where}: a multiple-choice question needs 2 or more answers and exactly one right "
-                         f"one; it has {len(choices)} answer(s), {right} marked correct")
+        raise ValueError(
+            f"{where}: a multiple-choice question needs 2 or more answers and exactly one right "
+            f"one; it has {len(choices)} answer(s), {right} marked correct"
+        )
     if len(choices) > len(LETTERS):
         raise ValueError(f"{where}: at most {len(LETTERS)} answers")
     return tuple(choices)
@@ -345,12 +341,18 @@ def _parse_numeric(answers: list, where: str) -> tuple[NumericAnswer, ...]:
             out.append(NumericAnswer(kind="value", correct=a["correct"], feedback=feedback, value=float(value)))
         else:
             bounds = a.get("range")
-            if (not isinstance(bounds, list) or len(bounds) != 2
-                    or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
-                    or not bounds[0] < bounds[1]):
+            if (
+                not isinstance(bounds, list)
+                or len(bounds) != 2
+                or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+                or not bounds[0] < bounds[1]
+            ):
                 raise ValueError(f"{at}: field 'range' must be [low, high] with low < high, got {bounds!r}")
-            out.append(NumericAnswer(kind="range", correct=a["correct"], feedback=feedback,
-                                     low=float(bounds[0]), high=float(bounds[1])))
+            out.append(
+                NumericAnswer(
+                    kind="range", correct=a["correct"], feedback=feedback, low=float(bounds[0]), high=float(bounds[1])
+                )
+            )
     _check_numeric(tuple(out), where)
     return tuple(out)
 
@@ -415,168 +417,3 @@ def check_wire(question: Question) -> str | None:
     if question.wire.last_event_id is not None and parser.last_event_id != question.wire.last_event_id:
         problems.append(f"last event ID {parser.last_event_id!r} != expected {question.wire.last_event_id!r}")
     return f"question {question.id}: " + "; ".join(problems) if problems else None
-
-
-# =====================================================================================================
-# The text twin: deterministic, printed in the labs so strict nbval checks the quiz's content
-# =====================================================================================================
-
-
-def _fill(text: str, indent: str, width: int, first: str = "") -> str:
-    return textwrap.fill(text, width, initial_indent=indent + first, subsequent_indent=indent + " " * len(first),
-                         break_long_words=False, break_on_hyphens=False)
-
-
-def _code_block(code: str, indent: str) -> list[str]:
-    return [indent + "    " + line for line in code.splitlines()]
-
-
-def quiz_text(lab: str | int, *, answers: bool = True, width: int = 110, folder: Path | None = None) -> str:
-    """The lab's quiz as plain text: each question, its choices, and (unless `answers=False`) the answer,
-    why, and the section that teaches it. The same input always gives the same text."""
-    q = load_quiz(lab, folder)
-    n = len(q.questions)
-    head = f"Checkpoint quiz, lab {q.lab}: {n} questions."
-    head += ' Each answer follows its question, on the "Answer:" line.' if answers else ""
-    lines = [head]
-    for number, question in enumerate(q.questions, 1):
-        lines.append("")
-        lines.append(_fill(question.text, "", width, f"{number}. "))
-        if question.code:
-            lines.extend(_code_block(question.code, "   "))
-        if question.kind == "multiple_choice":
-            for i, choice in enumerate(question.choices):
-                lines.append(_fill(choice.text, "   ", width, f"{LETTERS[i]}) ") if choice.text
-                             else f"   {LETTERS[i]})")
-                if choice.code:
-                    lines.extend(_code_block(choice.code, "      "))
-        else:
-            lines.append("   (answer with a number)")
-        if answers:
-            lines.append(_fill(question.answer_line(), "   ", width, "Answer: "))
-            lines.append(_fill(question.explain, "   ", width, "Why: "))
-            lines.append(_fill(question.section.cite(), "   ", width, "Taught in: "))
-    return "\n".join(lines)
-
-
-# =====================================================================================================
-# The interactive quiz (ipywidgets): a button per answer, feedback on every click
-# =====================================================================================================
-
-
-def _html(text: str) -> str:
-    """Escape text for an HTML widget, showing `inline code` in a code font."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
-
-
-def _feedback_html(question: Question, verdict: Verdict) -> str:
-    if verdict.correct:
-        # feedback written for jupyterquiz, which shows it alone, often starts "Right: "; say it once
-        said = re.sub(r"^Right[.:,!]?\s+", "", verdict.feedback)
-        said = said[:1].upper() + said[1:]
-        return (f"<b>Right.</b> {_html(said)}<br>{_html(question.explain)}"
-                f"<br><i>Taught in {_html(question.section.cite())}.</i>")
-    return (f"<b>Not quite.</b> {_html(verdict.feedback)}<br><i>Try again, or read "
-            f"{_html(question.section.cite())}.</i>")
-
-
-class QuizView:
-    """The widgets of one quiz, kept so a test (or a curious learner) can reach every part.
-
-    `widget` is the `ipywidgets.VBox` to display; `buttons[k]` are question k's answer buttons (empty for a
-    numeric question), `entries[k]` its number box and `checks[k]` its Check button (None for multiple
-    choice), `feedback[k]` the HTML widget that shows the verdict, and `score` the running tally.
-    """
-
-    def __init__(self, quiz: Quiz) -> None:
-        import ipywidgets as w
-
-        self.quiz = quiz
-        self.right: set[int] = set()
-        self.buttons: list[list[Any]] = []
-        self.entries: list[Any] = []
-        self.checks: list[Any] = []
-        self.feedback: list[Any] = []
-        self.score = w.HTML()
-        title = w.HTML(f"<h4>Checkpoint quiz, lab {quiz.lab}: {len(quiz.questions)} questions</h4>")
-        parts = [title]
-        for k, question in enumerate(quiz.questions):
-            parts.append(self._question_box(k, question))
-        parts.append(self.score)
-        self._update_score()
-        self.widget = w.VBox(parts)
-
-    def _question_box(self, k: int, question: Question) -> Any:
-        import ipywidgets as w
-
-        parts = [w.HTML(f"<b>{k + 1}. {_html(question.text)}</b>")]
-        if question.code:
-            parts.append(w.HTML(f"<pre>{html.escape(question.code)}</pre>"))
-        feedback = w.HTML(value="")
-        self.feedback.append(feedback)
-        buttons: list[Any] = []
-        if question.kind == "multiple_choice":
-            for i, choice in enumerate(question.choices):
-                button = w.Button(description=LETTERS[i], tooltip=f"answer {LETTERS[i]}",
-                                  layout=w.Layout(width="3em", min_width="3em"))
-                label = _html(choice.text) + (f"<pre>{html.escape(choice.code)}</pre>" if choice.code else "")
-                button.on_click(self._on_choice(k, i))
-                buttons.append(button)
-                parts.append(w.HBox([button, w.HTML(label, layout=w.Layout(width="auto"))]))
-            self.entries.append(None)
-            self.checks.append(None)
-        else:
-            entry = w.Text(placeholder="a number", continuous_update=False, layout=w.Layout(width="12em"))
-            check = w.Button(description="Check", layout=w.Layout(width="6em"))
-            check.on_click(self._on_number(k))
-            entry.observe(self._on_number(k), names="value")
-            self.entries.append(entry)
-            self.checks.append(check)
-            parts.append(w.HBox([entry, check]))
-        self.buttons.append(buttons)
-        parts.append(feedback)
-        return w.VBox(parts, layout=w.Layout(margin="0 0 1em 0"))
-
-    def _on_choice(self, k: int, i: int) -> Any:
-        def clicked(button: Any) -> None:
-            verdict = self.quiz.questions[k].grade_choice(i)
-            button.button_style = "success" if verdict.correct else "danger"
-            self._show(k, verdict)
-
-        return clicked
-
-    def _on_number(self, k: int) -> Any:
-        def checked(_source: object) -> None:
-            entry = self.entries[k]
-            if not entry.value.strip():
-                return
-            verdict = self.quiz.questions[k].grade_number(entry.value)
-            self.checks[k].button_style = "success" if verdict.correct else "danger"
-            self._show(k, verdict)
-
-        return checked
-
-    def _show(self, k: int, verdict: Verdict) -> None:
-        self.feedback[k].value = _feedback_html(self.quiz.questions[k], verdict)
-        if verdict.correct:
-            self.right.add(k)
-        self._update_score()
-
-    def _update_score(self) -> None:
-        self.score.value = f"<i>Answered right so far: {len(self.right)} of {len(self.quiz.questions)}.</i>"
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-
-def build_quiz(lab: str | int, folder: Path | None = None) -> QuizView:
-    """Build the interactive quiz for a lab without displaying it (tests use this)."""
-    return QuizView(load_quiz(lab, folder))
-
-
-def quiz(lab: str | int) -> None:
-    """Display the lab's interactive checkpoint quiz (needs a live kernel; mark the cell
-    `# NBVAL_IGNORE_OUTPUT` and print `quiz_text(lab)` in the next cell for the checked twin)."""
-    from IPython.display import display
-
-    display(build_quiz(lab).widget)

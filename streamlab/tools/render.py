@@ -27,9 +27,13 @@ from streamlab.core.reading import TimedEvent
 __all__ = ["render_batched", "chat_deltas", "side_by_side", "SideBySide"]
 
 
-async def render_batched(deltas: AsyncIterable[str], paint: Callable[[str], None], *,
-                         interval: float = DEFAULT_INTERVAL,
-                         clock: Callable[[], float] = time.perf_counter) -> list[Flush]:
+async def render_batched(
+    deltas: AsyncIterable[str],
+    paint: Callable[[str], None],
+    *,
+    interval: float = DEFAULT_INTERVAL,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[Flush]:
     """Paint `deltas` as they come, at most once per `interval` seconds, the first at once; returns the flushes
     (times in seconds since the call). `paint` gets the whole text shown so far."""
     batcher = Batcher(interval)
@@ -95,8 +99,10 @@ class SideBySide:
         layout = w.Layout(width="48%", min_height="9em", border="1px solid #ccc", padding="4px")
         self.panes = [w.HTML(layout=layout) for _ in self.labels]
         self.counters = [w.HTML() for _ in self.labels]
-        columns = [w.VBox([w.HTML(f"<b>{html.escape(label)}</b>"), pane, counter], layout=w.Layout(width="49%"))
-                   for label, pane, counter in zip(self.labels, self.panes, self.counters)]
+        columns = [
+            w.VBox([w.HTML(f"<b>{html.escape(label)}</b>"), pane, counter], layout=w.Layout(width="49%"))
+            for label, pane, counter in zip(self.labels, self.panes, self.counters)
+        ]
         self.widget = w.HBox(columns)
         self.flushes: dict[str, list[Flush]] = {}
 
@@ -128,8 +134,9 @@ class SideBySide:
                 yield text
 
         intervals = (0.0, self.interval)
-        results = await asyncio.gather(tee(), *(render_batched(drain(q), self._painter(k), interval=intervals[k])
-                                                for k, q in enumerate(queues)))
+        results = await asyncio.gather(
+            tee(), *(render_batched(drain(q), self._painter(k), interval=intervals[k]) for k, q in enumerate(queues))
+        )
         self.flushes = dict(zip(self.labels, results[1:]))
         return {label: render_stats(flushes).line() for label, flushes in self.flushes.items()}
 

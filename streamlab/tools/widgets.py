@@ -57,12 +57,38 @@ def ttft_explorer(ttft: float = 0.4, gap: float = 0.02, n_tokens: int = 500) -> 
     """
     style = {"description_width": "9em"}
     layout = w.Layout(width="32em")
-    s_ttft = w.FloatSlider(value=ttft, min=0.0, max=5.0, step=0.05, description="TTFT (s)", readout_format=".2f",
-                           style=style, layout=layout, continuous_update=False)
-    s_gap = w.FloatSlider(value=gap, min=0.001, max=0.2, step=0.001, description="gap (s)", readout_format=".3f",
-                          style=style, layout=layout, continuous_update=False)
-    s_n = w.IntSlider(value=n_tokens, min=1, max=5000, step=1, description="tokens", style=style, layout=layout,
-                      continuous_update=False)
+    s_ttft = w.FloatSlider(
+        value=ttft,
+        min=0.0,
+        max=5.0,
+        step=0.05,
+        description="TTFT (s)",
+        readout_format=".2f",
+        style=style,
+        layout=layout,
+        continuous_update=False,
+    )
+    s_gap = w.FloatSlider(
+        value=gap,
+        min=0.001,
+        max=0.2,
+        step=0.001,
+        description="gap (s)",
+        readout_format=".3f",
+        style=style,
+        layout=layout,
+        continuous_update=False,
+    )
+    s_n = w.IntSlider(
+        value=n_tokens,
+        min=1,
+        max=5000,
+        step=1,
+        description="tokens",
+        style=style,
+        layout=layout,
+        continuous_update=False,
+    )
     text = w.HTML()
     out = w.Output()
 

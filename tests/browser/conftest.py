@@ -88,9 +88,11 @@ def artifacts(pytestconfig: pytest.Config) -> Path:
 def chromium() -> str:
     path = find_chromium()
     if path is None:
-        pytest.fail(f"no Chromium found (looked for ${CHROMIUM_ENV} and chromium on the PATH): install it with "
-                    f"`{CHROMIUM_INSTALL}` (as root), or set {CHROMIUM_ENV} to a Chromium or Chrome executable",
-                    pytrace=False)
+        pytest.fail(
+            f"no Chromium found (looked for ${CHROMIUM_ENV} and chromium on the PATH): install it with "
+            f"`{CHROMIUM_INSTALL}` (as root), or set {CHROMIUM_ENV} to a Chromium or Chrome executable",
+            pytrace=False,
+        )
     return path
 
 
@@ -99,8 +101,11 @@ def browser_context(chromium: str) -> Iterator[object]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("the browser tests need Playwright for Python: pip install -e '.[browser]' "
-                    "(python3 dev.py browser installs it)", pytrace=False)
+        pytest.fail(
+            "the browser tests need Playwright for Python: pip install -e '.[browser]' "
+            "(python3 dev.py browser installs it)",
+            pytrace=False,
+        )
     from tools.browser import launch_chromium
 
     with sync_playwright() as playwright:

@@ -25,16 +25,18 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from streamlab.tools.quiz import load_quiz
+from streamlab.tools.quiz import Quiz, load_quiz
+from streamlab.tools.quizview import giveaways, shows
 from tools.browser import DRIVEN_JS, IDLE_JS, CellView, NotebookPage, driven_content, move_slider, pick_other_option
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STDERR_MIME = "application/vnd.jupyter.stderr"
 MERMAID_FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*mermaid\b", re.MULTILINE)
-QUIZ_CALL = re.compile(r"(?<![\w.])(?:quiz\.)?quiz\(")
+QUIZ_CALL = re.compile(r"(?<![\w.])(?:quiz\.)?quiz\(\s*[\"']?(\d+)")
 
-WIDGET_CLASSES = sorted(name for name, obj in vars(ipywidgets).items()
-                        if isinstance(obj, type) and issubclass(obj, ipywidgets.DOMWidget))
+WIDGET_CLASSES = sorted(
+    name for name, obj in vars(ipywidgets).items() if isinstance(obj, type) and issubclass(obj, ipywidgets.DOMWidget)
+)
 WIDGET_TEXT_FORM = re.compile(r"\b(?:" + "|".join(WIDGET_CLASSES) + r")\((?:\w+=|\))")
 """A widget's text form (`VBox(children=(IntSlider(value=0),))`): what a cell shows when the widget is
 printed, or displayed where no widget manager runs."""
@@ -42,9 +44,11 @@ printed, or displayed where no widget manager runs."""
 WIDGET_PLACEHOLDERS = ("Loading widget...", "Error displaying widget")
 RIGHT, NOT_QUITE = re.compile(r"^\s*Right\."), re.compile(r"^\s*Not quite\.")  # how quiz feedback starts
 
-RUN_TIMEOUT = 300.0       # one lab, restart to idle; the slowest lab takes well under a minute
-RENDER_TIMEOUT = 90.0     # widgets and diagrams appear after the kernel is idle
-RESPONSE_TIMEOUT = 60.0   # a control's change reaches the kernel, which redraws what it drives
+RUN_TIMEOUT = 300.0  # one lab, restart to idle; the slowest lab takes well under a minute
+RENDER_TIMEOUT = 90.0  # widgets and diagrams appear after the kernel is idle
+RESPONSE_TIMEOUT = 60.0  # a control's change reaches the kernel, which redraws what it drives
+MIN_DIAGRAM_TEXT_PX = 12.0  # a diagram's text on the page, at a 1280-pixel-wide window: readable on a projector
+MAX_DIAGRAM_HEIGHT = 560.0  # a diagram fits, whole, in what a 1280x720 window shows of a notebook
 
 
 def _source(cell: dict) -> str:
@@ -64,6 +68,7 @@ class Expectations:
     quizzes: tuple[int, ...]
     mermaid: dict[int, int]  # markdown cell index -> number of diagrams
     stderr: frozenset[int]  # cells whose committed outputs include stderr
+    quiz_of: dict[int, str] = field(default_factory=dict)  # quiz cell index -> the lab whose quiz it shows
 
     @classmethod
     def read(cls, path: Path, *, name: str | None = None) -> Expectations:
@@ -72,7 +77,7 @@ class Expectations:
     @classmethod
     def from_notebook(cls, nb: dict[str, Any], *, name: str) -> Expectations:
         cells = nb["cells"]
-        first_lines, widgets, mermaid, quizzes, code, stderr = {}, {}, {}, [], [], set()
+        first_lines, widgets, mermaid, quizzes, code, stderr, quiz_of = {}, {}, {}, [], [], set(), {}
         for i, cell in enumerate(cells):
             text = _source(cell)
             lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("# NBVAL")]
@@ -86,12 +91,22 @@ class Expectations:
             count = sum(WIDGET_MIME in out.get("data", {}) for out in outputs)
             if count:
                 widgets[i] = count
-            if QUIZ_CALL.search(text):
+            if (call := QUIZ_CALL.search(text)) is not None:
                 quizzes.append(i)
+                quiz_of[i] = f"{int(call.group(1)):02d}"
             if any(out.get("name") == "stderr" or out.get("output_type") == "error" for out in outputs):
                 stderr.add(i)
-        return cls(name=name, cells=len(cells), first_lines=first_lines, code=tuple(code), widgets=widgets,
-                   quizzes=tuple(quizzes), mermaid=mermaid, stderr=frozenset(stderr))
+        return cls(
+            name=name,
+            cells=len(cells),
+            first_lines=first_lines,
+            code=tuple(code),
+            widgets=widgets,
+            quizzes=tuple(quizzes),
+            mermaid=mermaid,
+            stderr=frozenset(stderr),
+            quiz_of=quiz_of,
+        )
 
     def where(self, index: int) -> str:
         line = self.first_lines.get(index, "")
@@ -107,6 +122,7 @@ class LabRun:
     cells: list[CellView]
     screenshot: Path | None = None
     counts: dict[str, int] = field(default_factory=dict)  # what the checks actually exercised
+    quiz_views: dict[int, str] = field(default_factory=dict)  # quiz cell index -> the text its outputs show
 
     def cell(self, index: int) -> CellView:
         return next(c for c in self.cells if c.index == index)
@@ -157,19 +173,44 @@ def run_lab(page: Page, base_url: str, path: str, expect_: Expectations, *, shot
         notebook.restart_and_run_all(timeout=RUN_TIMEOUT)
     except PlaywrightTimeout:
         shot = notebook.screenshot(shots / f"{expect_.name}-timeout.png")
-        raise AssertionError(f"lab {expect_.name}: the run did not finish within {RUN_TIMEOUT:.0f} s "
-                             f"(state {notebook.run_state()}); screenshot: {shot}") from None
+        raise AssertionError(
+            f"lab {expect_.name}: the run did not finish within {RUN_TIMEOUT:.0f} s "
+            f"(state {notebook.run_state()}); screenshot: {shot}"
+        ) from None
     for index in expect_.mermaid:  # a person scrolling through the lab would bring each into view
         notebook.reveal(index)
     try:
-        page.wait_for_function(SETTLED_JS, arg=[expect_.widgets, expect_.mermaid],
-                               timeout=RENDER_TIMEOUT * 1000, polling=200)
+        page.wait_for_function(
+            SETTLED_JS, arg=[expect_.widgets, expect_.mermaid], timeout=RENDER_TIMEOUT * 1000, polling=200
+        )
     except PlaywrightTimeout:
         pass  # the checks report exactly which widget or diagram is missing
-    run = LabRun(expect=expect_, notebook=notebook, cells=notebook.cells())
+    run = LabRun(expect=expect_, notebook=notebook, cells=notebook.cells(), quiz_views=quiz_views(notebook, expect_))
     focus = sorted([*expect_.widgets, *expect_.mermaid])
     run.screenshot = notebook.screenshot(shots / f"{expect_.name}.png", index=focus[0] if focus else None)
     return run
+
+
+def quiz_views(notebook: NotebookPage, expect_: Expectations) -> dict[int, str]:
+    """The whole text of each quiz cell's outputs, as it is now (a cell's summary keeps only 4000 characters; a
+    quiz is longer, and an answer could hide at its end). Each quiz is scrolled into view first, since JupyterLab
+    lays out off-screen cells lazily; the text is the DOM's, so nothing the quiz holds escapes the checks."""
+    views = {}
+    for index in expect_.quizzes:
+        notebook.reveal(index)
+        area = notebook.cell(index).locator(".jp-Cell-outputArea")
+        views[index] = (area.text_content() or "") if area.count() else ""
+    return views
+
+
+def open_saved(page: Page, base_url: str, path: str, expect_: Expectations) -> LabRun:
+    """Open `path` as committed, outputs and all, without running anything: what a learner sees first, in a fresh
+    clone (JupyterLab does not trust the notebook, and no kernel holds its widgets)."""
+    notebook = NotebookPage(page, base_url, path)
+    notebook.open(cells=expect_.cells)
+    for index in expect_.quizzes:
+        notebook.reveal(index)
+    return LabRun(expect=expect_, notebook=notebook, cells=notebook.cells(), quiz_views=quiz_views(notebook, expect_))
 
 
 # =====================================================================================================
@@ -193,11 +234,14 @@ def check_cells_ran(run: LabRun) -> list[str]:
             problems.append(f"{where}: shows an error output: {_tail(text)}")
     not_run = [c.index for c in run.cells if c.kind == "code" and not c.ran]
     if not_run:
-        problems.append(f"{run.expect.where(not_run[0])}: did not run ({len(not_run)} code cell(s) from here on "
-                        f"have no execution count: the run stopped before them)")
+        problems.append(
+            f"{run.expect.where(not_run[0])}: did not run ({len(not_run)} code cell(s) from here on "
+            f"have no execution count: the run stopped before them)"
+        )
     if len(run.cells) != run.expect.cells:
-        problems.append(f"lab {run.expect.name}: JupyterLab shows {len(run.cells)} cells, the .ipynb has "
-                        f"{run.expect.cells}")
+        problems.append(
+            f"lab {run.expect.name}: JupyterLab shows {len(run.cells)} cells, the .ipynb has {run.expect.cells}"
+        )
     return problems
 
 
@@ -210,8 +254,10 @@ def check_widgets_render(run: LabRun) -> list[str]:
         wanted = run.expect.widgets.get(cell.index, 0)
         for out in cell.outputs:
             if out.mime != "widget" and (m := WIDGET_TEXT_FORM.search(out.text)):
-                problems.append(f"{where}: shows the text form of a widget instead of the widget: "
-                                f"{out.text[m.start():m.start() + 120]!r}")
+                problems.append(
+                    f"{where}: shows the text form of a widget instead of the widget: "
+                    f"{out.text[m.start() : m.start() + 120]!r}"
+                )
             elif any(out.text.startswith(p) for p in WIDGET_PLACEHOLDERS) and out.mime != "widget":
                 problems.append(f"{where}: a widget did not render: {out.text[:120]!r}")
         if shown < wanted:
@@ -252,8 +298,11 @@ def _respond(notebook: NotebookPage, view: Locator, kind: str, control: Locator,
     else:
         what = f"picking {pick_other_option(control)!r} in the dropdown {label!r}"
     try:
-        view.wait_for_function(f"(v, before) => ({DRIVEN_JS.strip()})(v) !== before && ({IDLE_JS.strip()})()",
-                               arg=before, timeout=timeout * 1000)
+        view.wait_for_function(
+            f"(v, before) => ({DRIVEN_JS.strip()})(v) !== before && ({IDLE_JS.strip()})()",
+            arg=before,
+            timeout=timeout * 1000,
+        )
     except PlaywrightTimeout:
         return f"{what} changed nothing the widget shows (text or figure) within {timeout:.0f} s"
     return None
@@ -272,15 +321,77 @@ def check_mermaid(run: LabRun) -> list[str]:
             if d.warning:
                 problems.append(f"{where}: Mermaid diagram {n} did not render: {_tail(d.text, 3)}")
             elif not d.drawn or d.shapes == 0:
-                problems.append(f"{where}: Mermaid diagram {n} is not a drawing (image shown: {d.drawn}, "
-                                f"shapes: {d.shapes})")
+                problems.append(
+                    f"{where}: Mermaid diagram {n} is not a drawing (image shown: {d.drawn}, shapes: {d.shapes})"
+                )
             else:
                 drawn += 1
+                problems += _legible(where, n, d)
     extra = [c.index for c in run.cells if c.mermaid and c.index not in run.expect.mermaid]
     if extra:
         problems.append(f"{run.expect.where(extra[0])}: renders a Mermaid diagram the .ipynb has no fence for")
     run.counts["diagrams"] = drawn
     return problems
+
+
+def _legible(where: str, n: int, d: Any) -> list[str]:
+    """A drawn diagram is readable on a projector: text at least MIN_DIAGRAM_TEXT_PX high, whole within
+    MAX_DIAGRAM_HEIGHT (the page is 1280 pixels wide, as a 1280x720 projector shows it)."""
+    problems = []
+    size = f"{d.width:.0f} x {d.height:.0f} px"
+    if d.text_px < MIN_DIAGRAM_TEXT_PX:
+        problems.append(
+            f"{where}: Mermaid diagram {n} draws its text {d.text_px:.1f} px high ({size}; at least "
+            f"{MIN_DIAGRAM_TEXT_PX:g}): too many nodes side by side, or a layout that is too wide"
+        )
+    if d.height > MAX_DIAGRAM_HEIGHT:
+        problems.append(
+            f"{where}: Mermaid diagram {n} is {d.height:.0f} px tall ({size}; at most "
+            f"{MAX_DIAGRAM_HEIGHT:g}, so it fits a 1280x720 screen whole)"
+        )
+    return problems
+
+
+def check_quiz_answers_hidden(run: LabRun) -> list[str]:
+    """No cell shows a quiz answer before the learner asks for one (a click, "Show all answers",
+    `quiz_answers(...)`), and every quiz shows its questions. Reads what the cells showed right after the run
+    (or the opening), before any click."""
+    problems = []
+    quizzes: dict[str, Quiz] = {lab: load_quiz(lab) for lab in sorted(set(run.expect.quiz_of.values()))}
+    for cell in run.cells:
+        where = run.expect.where(cell.index)
+        shown = [run.quiz_views.get(cell.index, "")] + [o.text for o in cell.outputs]
+        for lab, quiz in quizzes.items():
+            found = sorted({g for text in shown for g in giveaways(quiz, text)})
+            if found:
+                problems.append(
+                    f"{where}: shows lab {lab}'s quiz answers before the learner asked: {'; '.join(found[:2])}"
+                )
+    for index, lab in sorted(run.expect.quiz_of.items()):
+        text = run.quiz_views.get(index, "")
+        missing = [q.id for q in quizzes[lab].questions if not shows(text, q.text)]
+        if missing:
+            problems.append(f"{run.expect.where(index)}: the quiz does not show question(s) {', '.join(missing)}")
+    run.counts["quizzes checked for answers"] = len(run.expect.quiz_of)
+    return problems
+
+
+def check_saved_quizzes(run: LabRun) -> list[str]:
+    """A lab opened as committed, before it runs: each quiz shows as a quiz (its HTML: the questions and their
+    choices), never as the widget's text form, a placeholder or an error."""
+    problems = []
+    for index in run.expect.quizzes:
+        where = run.expect.where(index)
+        outputs = run.cell(index).outputs
+        if not any(o.mime == "text/html" for o in outputs):
+            problems.append(
+                f"{where}: before it runs the quiz shows as {[o.mime or o.text[:40] for o in outputs]}, not as HTML"
+            )
+        text = run.quiz_views.get(index, "")
+        if (m := WIDGET_TEXT_FORM.search(text)) or any(p in text for p in WIDGET_PLACEHOLDERS):
+            at = m.start() if m else 0
+            problems.append(f"{where}: before it runs the quiz shows widget text: {text[at : at + 80]!r}")
+    return problems + check_quiz_answers_hidden(run)
 
 
 def check_quizzes(run: LabRun) -> list[str]:
@@ -314,17 +425,19 @@ def _answer_quiz(view: Locator) -> int:
     m = re.search(r"Checkpoint quiz, lab (\d+)", title)
     assert m, f"no 'Checkpoint quiz, lab NN' title, found {title[:80]!r}"
     quiz = load_quiz(m.group(1))
-    boxes = view.locator(":scope > .widget-vbox")
-    assert boxes.count() == len(quiz.questions), \
+    boxes = view.locator(":scope > .widget-vbox:not(.streamlab-quiz-answers)")
+    assert boxes.count() == len(quiz.questions), (
         f"{boxes.count()} question boxes shown, quiz {quiz.lab} has {len(quiz.questions)} questions"
+    )
     score = view.locator(":scope > .widget-html").last
     answered = 0
     mc = next((k for k, q in enumerate(quiz.questions) if q.kind == "multiple_choice"), None)
     if mc is not None:
         question, box = quiz.questions[mc], boxes.nth(mc)
         feedback, buttons = box.locator(":scope > .widget-html").last, box.locator("button")
-        assert buttons.count() == len(question.choices), \
+        assert buttons.count() == len(question.choices), (
             f"question {question.id}: {buttons.count()} buttons for {len(question.choices)} answers"
+        )
         wrong = next(i for i in range(len(question.choices)) if i != question.right_choice)
         buttons.nth(wrong).click()
         expect(feedback).to_have_text(NOT_QUITE, timeout=RESPONSE_TIMEOUT * 1000)
@@ -341,4 +454,19 @@ def _answer_quiz(view: Locator) -> int:
         entry.press("Enter")
         expect(feedback).to_have_text(RIGHT, timeout=RESPONSE_TIMEOUT * 1000)
         answered += 1
+    _reveal_answers(view, quiz)
     return answered
+
+
+def _reveal_answers(view: Locator, quiz: Quiz) -> None:
+    """Asked for, the answers appear: "Show all answers" shows the last question's explanation, and hides it again."""
+    box = view.locator(":scope > .streamlab-quiz-answers")
+    assert box.count() == 1, 'no "Show all answers" under the quiz'
+    button = box.locator("button", has_text="Show all answers")
+    explain = quiz.questions[-1].explain
+    last = " ".join(max(explain.split("`")[::2], key=len).split()[:8])  # words the page shows as they are written
+    assert not shows(box.inner_text(), last), 'an answer shows before "Show all answers" was clicked'
+    button.click()
+    expect(box).to_contain_text(last, timeout=RESPONSE_TIMEOUT * 1000)
+    box.locator("button", has_text="Hide the answers").click()
+    expect(box).not_to_contain_text(last, timeout=RESPONSE_TIMEOUT * 1000)

@@ -6,8 +6,8 @@ JupyterLab and browser as the labs:
 * a real lab whose widget cell prints the widget instead of displaying it (its text form,
   `VBox(children=(...))`): the render check must name that lab and that cell;
 * a small control notebook with one good and one broken Mermaid diagram, a cell that raises, a slider that
-  drives nothing, and a real quiz: each check must report exactly its broken part, and still pass the good
-  diagram and the quiz (which no lab may exercise yet).
+  drives nothing, a real quiz, and a cell that prints the quiz's answers unasked: each check must report exactly
+  its broken part, and still pass the good diagram and the quiz (which no lab may exercise yet).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .labcheck import (
     Expectations,
     check_cells_ran,
     check_mermaid,
+    check_quiz_answers_hidden,
     check_quizzes,
     check_widgets_render,
     check_widgets_respond,
@@ -39,7 +40,7 @@ def _print_last_expression(source: str) -> str:
     assert isinstance(last, ast.Expr), "the widget cell should end with the widget as its last expression"
     lines = source.splitlines()
     expression = ast.get_source_segment(source, last)
-    return "\n".join([*lines[:last.lineno - 1], f"print({expression})", *lines[last.end_lineno:]])
+    return "\n".join([*lines[: last.lineno - 1], f"print({expression})", *lines[last.end_lineno :]])
 
 
 def _source(cell: dict) -> str:
@@ -58,13 +59,14 @@ def _cheapest_widget(labs: dict[str, dict]) -> tuple[str, int] | None:
 
 
 def test_a_widget_shown_as_its_text_form_fails_naming_the_lab_and_the_cell(
-        browser_context, jupyterlab, committed_labs: dict[str, dict], lab_root: Path, artifacts: Path) -> None:
+    browser_context, jupyterlab, committed_labs: dict[str, dict], lab_root: Path, artifacts: Path
+) -> None:
     found = _cheapest_widget(committed_labs)
     if found is None:
         pytest.skip("no lab displays a widget (other than a quiz)")
     lab, index = Path(found[0]), found[1]
     nb = json.loads(json.dumps(committed_labs[lab.name]))
-    nb["cells"] = nb["cells"][:index + 1]  # the lab up to its first widget: enough, and quicker
+    nb["cells"] = nb["cells"][: index + 1]  # the lab up to its first widget: enough, and quicker
     broken = json.loads(json.dumps(nb))
     broken["cells"][index]["source"] = _print_last_expression(_source(nb["cells"][index]))
     name = f"{lab.stem}.widget-as-text.ipynb"
@@ -72,8 +74,9 @@ def test_a_widget_shown_as_its_text_form_fails_naming_the_lab_and_the_cell(
 
     page = browser_context.new_page()
     try:
-        run = run_lab(page, jupyterlab.url, name, Expectations.from_notebook(nb, name=lab.stem),
-                      shots=artifacts / "checks")
+        run = run_lab(
+            page, jupyterlab.url, name, Expectations.from_notebook(nb, name=lab.stem), shots=artifacts / "checks"
+        )
         problems = check_widgets_render(run)
         run.notebook.screenshot(artifacts / "checks" / f"{lab.stem}-cell-{index}-as-text.png", index=index)
     finally:
@@ -93,9 +96,20 @@ DEAD_SLIDER = "import ipywidgets as w\nw.VBox([w.IntSlider(description='dead'), 
 def _cell(kind: str, source: str, *, widget: bool = False) -> dict:
     if kind == "markdown":
         return {"cell_type": "markdown", "metadata": {}, "source": source}
-    outputs = [{"output_type": "display_data", "metadata": {},
-                "data": {WIDGET_MIME: {"model_id": "", "version_major": 2, "version_minor": 0},
-                         "text/plain": "VBox(...)"}}] if widget else []
+    outputs = (
+        [
+            {
+                "output_type": "display_data",
+                "metadata": {},
+                "data": {
+                    WIDGET_MIME: {"model_id": "", "version_major": 2, "version_minor": 0},
+                    "text/plain": "VBox(...)",
+                },
+            }
+        ]
+        if widget
+        else []
+    )
     return {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": outputs, "source": source}
 
 
@@ -103,34 +117,43 @@ def _control_notebook() -> dict:
     cells = [
         _cell("markdown", "# Controls for the browser checks\n\n" + GOOD_DIAGRAM),  # 0: draws
         _cell("markdown", "A broken diagram:\n\n" + BROKEN_DIAGRAM),  # 1: JupyterLab's error box
-        _cell("code", "from streamlab.tools.quiz import quiz\nquiz('01')", widget=True),  # 2: a real quiz
+        _cell("code", "from streamlab.tools.quizview import quiz\nquiz('01')", widget=True),  # 2: a real quiz
         _cell("code", DEAD_SLIDER, widget=True),  # 3: a slider that drives nothing
-        _cell("code", "raise ValueError('broken on purpose')"),  # 4: an error
-        _cell("code", "print('never runs')"),  # 5: not run
+        _cell("code", "from streamlab.tools.quizview import quiz_answers\nquiz_answers('01')"),  # 4: answers, unasked
+        _cell("code", "raise ValueError('broken on purpose')"),  # 5: an error
+        _cell("code", "print('never runs')"),  # 6: not run
     ]
-    return {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                        "language": "python"}},
-            "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": cells,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
-def test_each_check_reports_exactly_what_is_broken(browser_context, jupyterlab, lab_root: Path,
-                                                    artifacts: Path) -> None:
+def test_each_check_reports_exactly_what_is_broken(
+    browser_context, jupyterlab, lab_root: Path, artifacts: Path
+) -> None:
     nb = _control_notebook()
     name = "00-browser-controls.ipynb"
     (lab_root / name).write_text(json.dumps(strip_outputs(nb)), encoding="utf-8")
     page = browser_context.new_page()
     try:
-        run = run_lab(page, jupyterlab.url, name, Expectations.from_notebook(nb, name="00-controls"),
-                      shots=artifacts / "checks")
+        run = run_lab(
+            page, jupyterlab.url, name, Expectations.from_notebook(nb, name="00-controls"), shots=artifacts / "checks"
+        )
         ran, render = check_cells_ran(run), check_widgets_render(run)
         respond, diagrams = check_widgets_respond(run, timeout=5), check_mermaid(run)
+        hidden = check_quiz_answers_hidden(run)  # before any click: what the run itself shows
         quizzes = check_quizzes(run)
     finally:
         page.close()
         jupyterlab.shutdown_kernels()
 
-    assert [p.split(":")[0] for p in ran] == ["lab 00-controls, cell 4 (raise ValueError('broken on purpose'))",
-                                              "lab 00-controls, cell 5 (print('never runs'))"], ran
+    assert [p.split(":")[0] for p in ran] == [
+        "lab 00-controls, cell 5 (raise ValueError('broken on purpose'))",
+        "lab 00-controls, cell 6 (print('never runs'))",
+    ], ran
     assert "ValueError: broken on purpose" in ran[0] and "did not run" in ran[1], ran
     assert render == [], render
     assert len(respond) == 1 and respond[0].startswith("lab 00-controls, cell 3 ("), respond
@@ -139,3 +162,5 @@ def test_each_check_reports_exactly_what_is_broken(browser_context, jupyterlab, 
     assert "Mermaid diagram 1 did not render" in diagrams[0], diagrams
     assert run.counts["diagrams"] == 1  # the good one draws
     assert quizzes == [] and run.counts["quiz questions answered"] >= 1, quizzes
+    assert len(hidden) == 1 and hidden[0].startswith("lab 00-controls, cell 4 (from streamlab.tools.quizview"), hidden
+    assert "shows lab 01's quiz answers before the learner asked" in hidden[0], hidden

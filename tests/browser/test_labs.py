@@ -1,5 +1,6 @@
 """Every lab in JupyterLab, in headless Chromium: it runs clean, its widgets draw and respond, its Mermaid diagrams
-draw, its quizzes answer a click (browser suite: `python3 dev.py browser`).
+draw legibly, its quizzes answer a click and show no answer before the learner asks, also in a lab opened before
+it runs (browser suite: `python3 dev.py browser`).
 
 For each notebooks/NN-*.ipynb the `lab_run` fixture opens the lab in a private JupyterLab (tests/browser/
 conftest.py), restarts the kernel and runs all cells through the Kernel menu, waits for the kernel to go idle,
@@ -28,6 +29,7 @@ reaches into JupyterLab's JavaScript objects, so the tests see only what the pag
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,9 +42,12 @@ from .labcheck import (
     LabRun,
     check_cells_ran,
     check_mermaid,
+    check_quiz_answers_hidden,
     check_quizzes,
+    check_saved_quizzes,
     check_widgets_render,
     check_widgets_respond,
+    open_saved,
     run_lab,
 )
 
@@ -67,8 +72,9 @@ def save_readme_screenshot(run: LabRun, path: Path) -> None:
 
 
 @pytest.fixture(scope="module", params=LABS, ids=[p.stem for p in LABS])
-def lab_run(request: pytest.FixtureRequest, browser_context, jupyterlab, committed_labs: dict[str, dict],
-            artifacts: Path) -> Iterator[LabRun]:
+def lab_run(
+    request: pytest.FixtureRequest, browser_context, jupyterlab, committed_labs: dict[str, dict], artifacts: Path
+) -> Iterator[LabRun]:
     """One lab, run once through the UI; every test below reads the same run."""
     path: Path = request.param
     expect = Expectations.from_notebook(committed_labs[path.name], name=path.stem)
@@ -112,6 +118,34 @@ def test_every_mermaid_diagram_is_a_drawing(lab_run: LabRun) -> None:
     problems = check_mermaid(lab_run)
     assert not problems, _report(problems)
     assert lab_run.counts["diagrams"] == sum(lab_run.expect.mermaid.values())
+
+
+def test_no_quiz_shows_its_answers_before_the_learner_asks(lab_run: LabRun) -> None:
+    """After Run All, before any click: the questions show, no answer does (no explanation, no feedback, no
+    "Answer:" line) anywhere in the lab."""
+    problems = check_quiz_answers_hidden(lab_run)
+    assert not problems, _report(problems)
+    assert lab_run.counts["quizzes checked for answers"] == len(lab_run.expect.quizzes)
+
+
+@pytest.mark.parametrize("path", LABS, ids=[p.stem for p in LABS])
+def test_a_lab_opened_before_it_runs_shows_its_quiz_as_a_quiz(
+    path: Path, browser_context, jupyterlab, committed_labs: dict[str, dict], lab_root: Path
+) -> None:
+    """Opened as committed (as a fresh clone is: not trusted, no widget state), each quiz shows its questions
+    as HTML, not the widget's text form, and no answer."""
+    nb = committed_labs[path.name]
+    name = f"{path.stem}.as-committed.ipynb"
+    (lab_root / name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    page = browser_context.new_page()
+    try:
+        run = open_saved(page, jupyterlab.url, name, Expectations.from_notebook(nb, name=path.stem))
+    finally:
+        page.close()
+        jupyterlab.shutdown_kernels()
+    problems = check_saved_quizzes(run)
+    assert not problems, _report(problems)
+    assert len(run.expect.quizzes) == 1, "every lab ends with one quiz"
 
 
 def test_every_quiz_answers_a_click(lab_run: LabRun) -> None:

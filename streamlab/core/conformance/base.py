@@ -17,10 +17,26 @@ from typing import Any
 from streamlab.core.conformance.checks import Evidence, Finding, ProbeResult, Status
 from streamlab.core.scan import KNOWN_FIELDS, Block, Scan, quote, scan
 
-__all__ = ["RESPONSES_TERMINALS", "UNSERVED", "Worst", "Stream", "body_evidence", "unserved", "status_line",
-           "is_done", "carries", "by_index", "count_problem", "grade_http", "grade_framing", "pick", "streams_of"]
+__all__ = [
+    "RESPONSES_TERMINALS",
+    "UNSERVED",
+    "Worst",
+    "Stream",
+    "body_evidence",
+    "unserved",
+    "status_line",
+    "is_done",
+    "carries",
+    "by_index",
+    "count_problem",
+    "grade_http",
+    "grade_framing",
+    "pick",
+    "streams_of",
+]
 
 RESPONSES_TERMINALS = ("response.completed", "response.incomplete", "response.failed")
+
 
 class Worst:
     """The worst verdict seen so far for one check (the first one seen wins among equals)."""
@@ -49,8 +65,11 @@ class Stream:
     @classmethod
     def of(cls, result: ProbeResult) -> Stream:
         sc = scan(result.body)
-        chunks = [b for b in sc.events if isinstance(b.obj, dict) and "error" not in b.obj
-                  and b.event is not None and b.event.event == "message"]
+        chunks = [
+            b
+            for b in sc.events
+            if isinstance(b.obj, dict) and "error" not in b.obj and b.event is not None and b.event.event == "message"
+        ]
         return cls(result, sc, chunks)
 
     @property
@@ -115,10 +134,13 @@ def grade_http(check: str, results: Sequence[ProbeResult]) -> Finding:
         waited = f"; {len(late)} not answered before the checker's deadline" if late else ""
         return Finding(check, Status.PASS, f"{len(results)} of {len(results)} probes: 200 text/event-stream{waited}")
     first = bad[0]
-    hint = ("; is the base URL right? it usually ends in /v1" if check == "chat.http" and first.status == 404
-            else "")
-    return Finding(check, Status.FAIL, f"{first.name}: {status_line(first)} ({len(bad)} of {len(results)} "
-                   f"probes){hint}", body_evidence(first))
+    hint = "; is the base URL right? it usually ends in /v1" if check == "chat.http" and first.status == 404 else ""
+    return Finding(
+        check,
+        Status.FAIL,
+        f"{first.name}: {status_line(first)} ({len(bad)} of {len(results)} probes){hint}",
+        body_evidence(first),
+    )
 
 
 def grade_framing(check: str, streams: Sequence[Stream], *, chat: bool) -> Finding:
@@ -135,20 +157,34 @@ def grade_framing(check: str, streams: Sequence[Stream], *, chat: bool) -> Findi
             for line in block.lines:
                 if not line.is_comment and line.field not in KNOWN_FIELDS and line.field != "error":
                     at, shown = quote(sc.body, line.offset, line.offset + len(line.text))
-                    worst.add(Status.FAIL, f"{st.name}: a line with the field name {line.field[:30]!r}, which the "
-                              "standard ignores (its bytes never reach a client)", Evidence(st.name, None, at, shown))
+                    worst.add(
+                        Status.FAIL,
+                        f"{st.name}: a line with the field name {line.field[:30]!r}, which the "
+                        "standard ignores (its bytes never reach a client)",
+                        Evidence(st.name, None, at, shown),
+                    )
             if chat and block.event is not None and block.event.event not in ("message", "error"):
-                worst.add(Status.WARN, f"{st.name}: an event named {block.event.event!r} in a Chat stream: the SDK "
-                          "hands it to your loop as an object of another shape", st.at(block, b"event:"))
+                worst.add(
+                    Status.WARN,
+                    f"{st.name}: an event named {block.event.event!r} in a Chat stream: the SDK "
+                    "hands it to your loop as an object of another shape",
+                    st.at(block, b"event:"),
+                )
         tail = sc.tail
         if tail is not None and not tail.comment_only and not st.cut:
-            worst.add(Status.FAIL, f"{st.name}: the body ends inside an event: {tail.end - tail.start} byte(s) after "
-                      "the last blank line are discarded by every parser", st.at(tail))
+            worst.add(
+                Status.FAIL,
+                f"{st.name}: the body ends inside an event: {tail.end - tail.start} byte(s) after "
+                "the last blank line are discarded by every parser",
+                st.at(tail),
+            )
     events = sum(len(st.scan.events) for st in streams)
     comments = sum(1 for st in streams for b in st.scan.blocks for line in b.lines if line.is_comment)
     endings = sorted({st.scan.line_endings() for st in streams})
-    return worst.result(f"{events} events in {len(streams)} streams; line endings {', '.join(endings)}; "
-                        f"{comments} comment line(s), tolerated")
+    return worst.result(
+        f"{events} events in {len(streams)} streams; line endings {', '.join(endings)}; "
+        f"{comments} comment line(s), tolerated"
+    )
 
 
 def by_index(st: Stream) -> dict[int, list[tuple[Block, dict[str, Any]]]]:
@@ -169,7 +205,7 @@ def count_problem(usage: dict[str, Any], names: tuple[str, str, str], produced: 
     missing = [n for n, v in zip(names, values) if not isinstance(v, int) or isinstance(v, bool)]
     if missing:
         return f"usage lacks integer {', '.join(missing)}: {json.dumps(usage)[:80]}"
-    given, made, total = values
+    given, made, total = (v for v in values if isinstance(v, int))  # all three: none is missing
     if given == 0:
         return f"{names[0]} is 0: every request has a prompt"
     if made == 0 and produced:

@@ -40,14 +40,20 @@ def _done(streams: Sequence[Stream]) -> Finding:
             continue  # the checker stopped reading before the end: not the server's doing
         if not dones:
             last = events[-1] if events else None
-            worst.add(Status.FAIL, f"{st.name}: the body ended without data: [DONE] after {len(events)} events",
-                      st.at(last) if last else body_evidence(st.result))
+            worst.add(
+                Status.FAIL,
+                f"{st.name}: the body ended without data: [DONE] after {len(events)} events",
+                st.at(last) if last else body_evidence(st.result),
+            )
             continue
         after = [b for b in events if b.number is not None and b.number > (dones[0].number or 0)]
         others = [b for b in after if not is_done(b)]
         if others:
-            worst.add(Status.FAIL, f"{st.name}: event #{others[0].number} comes after [DONE], where the SDK "
-                      "never reads", st.at(others[0]))
+            worst.add(
+                Status.FAIL,
+                f"{st.name}: event #{others[0].number} comes after [DONE], where the SDK never reads",
+                st.at(others[0]),
+            )
         elif after:
             worst.add(Status.WARN, f"{st.name}: [DONE] sent {len(dones)} times", st.at(after[0]))
     return worst.result(f"exactly one [DONE], last, in each of {len(streams)} streams")
@@ -65,7 +71,7 @@ def _json_and_shape(streams: Sequence[Stream]) -> list[Finding]:
         for block in st.chunks:
             obj = block.obj
             if obj.get("object") != "chat.completion.chunk":
-                object_w.add(Status.WARN, f"{st.name}: \"object\" is {obj.get('object')!r}", st.at(block, b'"object"'))
+                object_w.add(Status.WARN, f'{st.name}: "object" is {obj.get("object")!r}', st.at(block, b'"object"'))
             cid = obj.get("id")
             if not isinstance(cid, str) or not cid:
                 id_w.add(Status.WARN, f"{st.name}: event #{block.number} has no id", st.at(block))
@@ -77,10 +83,12 @@ def _json_and_shape(streams: Sequence[Stream]) -> list[Finding]:
             if problem:
                 delta_w.add(Status.FAIL, f"{st.name}: event #{block.number}: {problem}", st.at(block, b'"choices"'))
     chunks = sum(len(st.chunks) for st in streams)
-    return [json_w.result(f"every data line but [DONE] is a JSON object ({chunks} chunks)"),
-            object_w.result("every chunk says \"object\": \"chat.completion.chunk\""),
-            id_w.result("one id per stream, on every chunk"),
-            delta_w.result("every choice has an integer index and a delta object")]
+    return [
+        json_w.result(f"every data line but [DONE] is a JSON object ({chunks} chunks)"),
+        object_w.result('every chunk says "object": "chat.completion.chunk"'),
+        id_w.result("one id per stream, on every chunk"),
+        delta_w.result("every choice has an integer index and a delta object"),
+    ]
 
 
 def _choices_problem(choices: Any) -> str | None:
@@ -94,31 +102,40 @@ def _choices_problem(choices: Any) -> str | None:
     return None
 
 
-
-
 def _roles_and_finish(streams: Sequence[Stream]) -> list[Finding]:
-    role_w, repeat_w, null_w, finish_w = (Worst(c) for c in
-                                          ("chat.role", "chat.role_repeated", "chat.finish_null", "chat.finish"))
+    role_w, repeat_w, null_w, finish_w = (
+        Worst(c) for c in ("chat.role", "chat.role_repeated", "chat.finish_null", "chat.finish")
+    )
     for st in streams:
         entries = by_index(st)
         if not entries and not st.cut:
             last = st.scan.events[-1] if st.scan.events else None
-            finish_w.add(Status.FAIL, f"{st.name}: no choice ever arrived",
-                         st.at(last) if last else body_evidence(st.result))
+            finish_w.add(
+                Status.FAIL, f"{st.name}: no choice ever arrived", st.at(last) if last else body_evidence(st.result)
+            )
         for i, rows in sorted(entries.items()):
             first_block, first = rows[0]
             if (first.get("delta") or {}).get("role") != "assistant":
-                role_w.add(Status.FAIL, f"{st.name}: the first delta of choice {i} has no role \"assistant\"",
-                           st.at(first_block, b'"delta"'))
+                role_w.add(
+                    Status.FAIL,
+                    f'{st.name}: the first delta of choice {i} has no role "assistant"',
+                    st.at(first_block, b'"delta"'),
+                )
             for block, choice in rows[1:]:
-                delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                delta = raw if isinstance(raw := choice.get("delta"), dict) else {}
                 if "role" in delta and delta["role"] is None:
-                    repeat_w.add(Status.WARN, f"{st.name}: choice {i} sends \"role\": null after its first delta "
-                                 f"(event #{block.number})", st.at(block, b'"role"'))
+                    repeat_w.add(
+                        Status.WARN,
+                        f'{st.name}: choice {i} sends "role": null after its first delta (event #{block.number})',
+                        st.at(block, b'"role"'),
+                    )
                     break
                 if delta.get("role"):
-                    repeat_w.add(Status.WARN, f"{st.name}: choice {i} repeats the role in event #{block.number}",
-                                 st.at(block, b'"role"'))
+                    repeat_w.add(
+                        Status.WARN,
+                        f"{st.name}: choice {i} repeats the role in event #{block.number}",
+                        st.at(block, b'"role"'),
+                    )
                     break
             final = next((k for k, (_, c) in enumerate(rows) if c.get("finish_reason") is not None), None)
             if final is None and st.cut:
@@ -128,17 +145,25 @@ def _roles_and_finish(streams: Sequence[Stream]) -> list[Finding]:
                 continue
             for block, choice in rows[:final]:
                 if "finish_reason" not in choice:
-                    null_w.add(Status.WARN, f"{st.name}: event #{block.number} leaves finish_reason out instead of "
-                               "sending null", st.at(block, b'"delta"'))
+                    null_w.add(
+                        Status.WARN,
+                        f"{st.name}: event #{block.number} leaves finish_reason out instead of sending null",
+                        st.at(block, b'"delta"'),
+                    )
                     break
-            late = next(((b, c) for b, c in rows[final + 1:] if carries(c.get("delta"))), None)
+            late = next(((b, c) for b, c in rows[final + 1 :] if carries(c.get("delta"))), None)
             if late is not None:
-                finish_w.add(Status.FAIL, f"{st.name}: choice {i} carries content after its finish_reason",
-                             st.at(late[0], b'"delta"'))
-    return [role_w.result("the first delta of every choice says role \"assistant\""),
-            repeat_w.result("the role comes once per choice"),
-            null_w.result("finish_reason is null on every chunk before the final one"),
-            finish_w.result("every choice ends with a finish_reason, nothing after it")]
+                finish_w.add(
+                    Status.FAIL,
+                    f"{st.name}: choice {i} carries content after its finish_reason",
+                    st.at(late[0], b'"delta"'),
+                )
+    return [
+        role_w.result('the first delta of every choice says role "assistant"'),
+        repeat_w.result("the role comes once per choice"),
+        null_w.result("finish_reason is null on every chunk before the final one"),
+        finish_w.result("every choice ends with a finish_reason, nothing after it"),
+    ]
 
 
 def _usage_blocks(st: Stream) -> list[Block]:
@@ -150,48 +175,84 @@ def _usage(unasked: Sequence[Stream], asked: Stream | None) -> list[Finding]:
     for st in unasked:
         for block in _usage_blocks(st):
             if block.obj.get("choices") == []:
-                extra.add(Status.FAIL, f"{st.name}: a usage chunk with choices == [] arrived although no usage was "
-                          "asked for", st.at(block, b'"usage"'))
+                extra.add(
+                    Status.FAIL,
+                    f"{st.name}: a usage chunk with choices == [] arrived although no usage was asked for",
+                    st.at(block, b'"usage"'),
+                )
             else:
-                extra.add(Status.WARN, f"{st.name}: event #{block.number} carries usage although none was asked for",
-                          st.at(block, b'"usage"'))
+                extra.add(
+                    Status.WARN,
+                    f"{st.name}: event #{block.number} carries usage although none was asked for",
+                    st.at(block, b'"usage"'),
+                )
     found = [extra.result(f"no usage in the {len(unasked)} stream(s) that did not ask for it")]
     if asked is None:
-        return found + [Finding(c, Status.SKIP, "no stream asked for usage")
-                        for c in ("usage.chunk", "usage.choices", "usage.counts")]
+        return found + [
+            Finding(c, Status.SKIP, "no stream asked for usage")
+            for c in ("usage.chunk", "usage.choices", "usage.counts")
+        ]
     blocks = _usage_blocks(asked)
     if not blocks and asked.cut:
-        return found + [Finding(c, Status.SKIP, f"{asked.name}: the checker stopped reading before the end "
-                                f"({asked.result.cut}), where the usage chunk comes")
-                        for c in ("usage.chunk", "usage.choices", "usage.counts")]
+        return found + [
+            Finding(
+                c,
+                Status.SKIP,
+                f"{asked.name}: the checker stopped reading before the end "
+                f"({asked.result.cut}), where the usage chunk comes",
+            )
+            for c in ("usage.chunk", "usage.choices", "usage.counts")
+        ]
     if not blocks:
         last = asked.scan.events[-1] if asked.scan.events else None
         return found + [
-            Finding("usage.chunk", Status.FAIL, f"{asked.name}: include_usage was set, but no chunk carried usage",
-                    asked.at(last) if last else body_evidence(asked.result)),
+            Finding(
+                "usage.chunk",
+                Status.FAIL,
+                f"{asked.name}: include_usage was set, but no chunk carried usage",
+                asked.at(last) if last else body_evidence(asked.result),
+            ),
             Finding("usage.choices", Status.SKIP, "no usage chunk came"),
-            Finding("usage.counts", Status.SKIP, "no usage came")]
+            Finding("usage.counts", Status.SKIP, "no usage came"),
+        ]
     last = blocks[-1]
     if len(blocks) > 1:
-        found.append(Finding("usage.chunk", Status.WARN, f"{asked.name}: {len(blocks)} chunks carried usage (running "
-                             "totals?): keep the last, never add them up", asked.at(blocks[0], b'"usage"')))
+        found.append(
+            Finding(
+                "usage.chunk",
+                Status.WARN,
+                f"{asked.name}: {len(blocks)} chunks carried usage (running totals?): keep the last, never add them up",
+                asked.at(blocks[0], b'"usage"'),
+            )
+        )
     else:
         found.append(Finding("usage.chunk", Status.PASS, f"{asked.name}: one usage chunk, event #{last.number}"))
     if last.obj.get("choices") == []:
         found.append(Finding("usage.choices", Status.PASS, f"{asked.name}: the usage chunk has choices == []"))
     else:
-        found.append(Finding("usage.choices", Status.WARN, f"{asked.name}: the usage chunk carries choices "
-                             f"{json.dumps(last.obj.get('choices'))[:60]}", asked.at(last, b'"choices"')))
+        found.append(
+            Finding(
+                "usage.choices",
+                Status.WARN,
+                f"{asked.name}: the usage chunk carries choices {json.dumps(last.obj.get('choices'))[:60]}",
+                asked.at(last, b'"choices"'),
+            )
+        )
     text = any(carries(c.get("delta")) for _, c in asked.choices())
     problem = count_problem(last.obj["usage"], ("prompt_tokens", "completion_tokens", "total_tokens"), text)
     if problem:
         found.append(Finding("usage.counts", Status.FAIL, f"{asked.name}: {problem}", asked.at(last, b'"usage"')))
     else:
         u = last.obj["usage"]
-        found.append(Finding("usage.counts", Status.PASS, f"{asked.name}: prompt {u['prompt_tokens']} + completion "
-                             f"{u['completion_tokens']} = total {u['total_tokens']}"))
+        found.append(
+            Finding(
+                "usage.counts",
+                Status.PASS,
+                f"{asked.name}: prompt {u['prompt_tokens']} + completion "
+                f"{u['completion_tokens']} = total {u['total_tokens']}",
+            )
+        )
     return found
-
 
 
 # -- tool calls ------------------------------------------------------------------------------------------------
@@ -210,7 +271,7 @@ class _Call:
     def strings(self, key: str) -> list[tuple[Block, str]]:
         out = []
         for block, frag in self.fragments:
-            fn = frag.get("function") if isinstance(frag.get("function"), dict) else {}
+            fn = raw if isinstance(raw := frag.get("function"), dict) else {}
             value = fn.get(key) if key in ("name", "arguments") else frag.get(key)
             if isinstance(value, str) and (value or key == "arguments"):
                 out.append((block, value))
@@ -226,22 +287,25 @@ def _calls(st: Stream, index_w: Worst) -> list[_Call]:
         fragments = (choice.get("delta") or {}).get("tool_calls") or []
         for frag in fragments if isinstance(fragments, list) else []:
             if not isinstance(frag, dict):
-                index_w.add(Status.FAIL, f"{st.name}: a tool-call fragment is not an object",
-                            st.at(block, b"tool_calls"))
+                index_w.add(
+                    Status.FAIL, f"{st.name}: a tool-call fragment is not an object", st.at(block, b"tool_calls")
+                )
                 continue
             ci, idx, fid = choice["index"], frag.get("index"), frag.get("id")
             if isinstance(idx, int) and not isinstance(idx, bool):
                 call = by_key.get((ci, idx))
                 if call is not None and fid and frag.get("type") and call.id and fid != call.id:
-                    index_w.add(Status.FAIL, f"{st.name}: a second call ({fid!r}) reuses index {idx}",
-                                st.at(block, b'"index"'))
+                    index_w.add(
+                        Status.FAIL, f"{st.name}: a second call ({fid!r}) reuses index {idx}", st.at(block, b'"index"')
+                    )
                     call = None
                 if call is None:
                     call = by_key[(ci, idx)] = _Call(ci, idx)
                     calls.append(call)
             else:
-                index_w.add(Status.FAIL, f"{st.name}: a tool-call fragment has no integer index",
-                            st.at(block, b"tool_calls"))
+                index_w.add(
+                    Status.FAIL, f"{st.name}: a tool-call fragment has no integer index", st.at(block, b"tool_calls")
+                )
                 call = next((c for c in calls if fid and c.id == fid), None)
                 if call is None and (fid or not calls):
                     call = _Call(ci, None)
@@ -259,16 +323,24 @@ def _required(st: Stream | None, calls: list[_Call]) -> Finding:
     if st is None:
         return Finding("tools.required", Status.SKIP, "the tool probe got no stream")
     if calls:
-        return Finding("tools.required", Status.PASS, f"{st.name}: {len(calls)} call(s), as \"required\" demands")
+        return Finding("tools.required", Status.PASS, f'{st.name}: {len(calls)} call(s), as "required" demands')
     if st.cut:
-        return Finding("tools.required", Status.SKIP, f"{st.name}: the checker stopped reading ({st.result.cut}) "
-                       "before any call came")
+        return Finding(
+            "tools.required",
+            Status.SKIP,
+            f"{st.name}: the checker stopped reading ({st.result.cut}) before any call came",
+        )
     final = _finish_of(st, 0)
     said = f"finish_reason {final[1]['finish_reason']!r}" if final else "no finish_reason"
     text = next((b for b, c in st.choices() if carries(c.get("delta"))), None)
     where = st.at(text, b'"content"') if text else (st.at(final[0]) if final else body_evidence(st.result))
-    return Finding("tools.required", Status.FAIL, f"{st.name}: tool_choice \"required\", but no tool was called "
-                   f"(the answer is text, {said}): the request's demand was ignored", where)
+    return Finding(
+        "tools.required",
+        Status.FAIL,
+        f'{st.name}: tool_choice "required", but no tool was called '
+        f"(the answer is text, {said}): the request's demand was ignored",
+        where,
+    )
 
 
 def _name(st: Stream, call: _Call, offered: Sequence[str], name_w: Worst) -> None:
@@ -277,15 +349,25 @@ def _name(st: Stream, call: _Call, offered: Sequence[str], name_w: Worst) -> Non
     if joined in offered:
         return
     if not names:
-        name_w.add(Status.FAIL, f"{st.name}: call {call.index} never got a function name",
-                   st.at(call.fragments[0][0], b"tool_calls"))
+        name_w.add(
+            Status.FAIL,
+            f"{st.name}: call {call.index} never got a function name",
+            st.at(call.fragments[0][0], b"tool_calls"),
+        )
     elif len(names) > 1 and all(v == names[0][1] for _, v in names):
-        name_w.add(Status.FAIL, f"{st.name}: call {call.index} repeats its whole name {names[0][1]!r} in {len(names)} "
-                   f"fragments: joined, as the SDK joins them, it reads {joined[:36]!r}..., which no tool has",
-                   st.at(names[1][0], b'"name"'))
+        name_w.add(
+            Status.FAIL,
+            f"{st.name}: call {call.index} repeats its whole name {names[0][1]!r} in {len(names)} "
+            f"fragments: joined, as the SDK joins them, it reads {joined[:36]!r}..., which no tool has",
+            st.at(names[1][0], b'"name"'),
+        )
     else:
-        name_w.add(Status.FAIL, f"{st.name}: call {call.index}'s name joins to {joined[:40]!r}, not a function the "
-                   f"request offered ({', '.join(offered)})", st.at(names[0][0], b'"name"'))
+        name_w.add(
+            Status.FAIL,
+            f"{st.name}: call {call.index}'s name joins to {joined[:40]!r}, not a function the "
+            f"request offered ({', '.join(offered)})",
+            st.at(names[0][0], b'"name"'),
+        )
 
 
 def _legacy(streams: Sequence[Stream]) -> Finding:
@@ -294,11 +376,14 @@ def _legacy(streams: Sequence[Stream]) -> Finding:
     worst = Worst("tools.legacy")
     for st in streams:
         for block, choice in st.choices():
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            delta = raw if isinstance(raw := choice.get("delta"), dict) else {}
             if delta.get("function_call") is not None:
                 beside = " beside tool_calls" if delta.get("tool_calls") else ""
-                worst.add(Status.WARN, f"{st.name}: event #{block.number} carries the deprecated function_call"
-                          f"{beside}", st.at(block, b'"function_call"'))
+                worst.add(
+                    Status.WARN,
+                    f"{st.name}: event #{block.number} carries the deprecated function_call{beside}",
+                    st.at(block, b'"function_call"'),
+                )
                 break
     return worst.result(f"no function_call in the {len(streams)} tool stream(s)")
 
@@ -327,17 +412,22 @@ def _tools(required: Stream | None, named: Stream | None, offered: Sequence[str]
                 continue
             if final is None or final[1]["finish_reason"] not in allowed:
                 reason = "no finish_reason" if final is None else f"finish_reason {final[1]['finish_reason']!r}"
-                finish_w.add(Status.FAIL, f"{st.name}: choice {ci} called a tool but ended with {reason}",
-                             st.at(final[0], b"finish_reason") if final else None)
+                finish_w.add(
+                    Status.FAIL,
+                    f"{st.name}: choice {ci} called a tool but ended with {reason}",
+                    st.at(final[0], b"finish_reason") if final else None,
+                )
     every = [c for _, calls in graded for c in calls]
     names = ", ".join(sorted({"".join(v for _, v in c.strings("name"))[:40] for c in every}))
-    return [first,
-            index_w.result(f"{len(every)} call(s) ({names}), each fragment with its index"),
-            header_w.result("each call's id and type came once"),
-            name_w.result(f"every call names an offered function ({', '.join(offered)})"),
-            args_w.result(f"joined arguments parse as JSON objects ({fragments} fragments, parsed once complete)"),
-            finish_w.result("finish_reason \"tool_calls\" (or \"stop\" after a named tool_choice)"),
-            _legacy(streams)]
+    return [
+        first,
+        index_w.result(f"{len(every)} call(s) ({names}), each fragment with its index"),
+        header_w.result("each call's id and type came once"),
+        name_w.result(f"every call names an offered function ({', '.join(offered)})"),
+        args_w.result(f"joined arguments parse as JSON objects ({fragments} fragments, parsed once complete)"),
+        finish_w.result('finish_reason "tool_calls" (or "stop" after a named tool_choice)'),
+        _legacy(streams),
+    ]
 
 
 def _header(st: Stream, call: _Call, header_w: Worst) -> None:
@@ -345,11 +435,17 @@ def _header(st: Stream, call: _Call, header_w: Worst) -> None:
         got = call.strings(key)
         if not got:
             status = Status.FAIL if key == "id" else Status.WARN
-            header_w.add(status, f"{st.name}: call {call.index} never got a{'n' if key == 'id' else ''} {key}",
-                         st.at(call.fragments[0][0], b"tool_calls"))
+            header_w.add(
+                status,
+                f"{st.name}: call {call.index} never got a{'n' if key == 'id' else ''} {key}",
+                st.at(call.fragments[0][0], b"tool_calls"),
+            )
         elif len(got) > 1:
-            header_w.add(Status.WARN, f"{st.name}: call {call.index} sends its {key} {len(got)} times",
-                         st.at(got[1][0], b'"tool_calls"'))
+            header_w.add(
+                Status.WARN,
+                f"{st.name}: call {call.index} sends its {key} {len(got)} times",
+                st.at(got[1][0], b'"tool_calls"'),
+            )
 
 
 def _arguments(st: Stream, call: _Call, args_w: Worst) -> None:
@@ -362,12 +458,18 @@ def _arguments(st: Stream, call: _Call, args_w: Worst) -> None:
         return
     final = _finish_of(st, call.choice)
     cap = st.result.request.cap
-    if st.cut or (final is not None and final[1]["finish_reason"] == "length") or (
-            cap is not None and len(call.fragments) >= cap):
+    if (
+        st.cut
+        or (final is not None and final[1]["finish_reason"] == "length")
+        or (cap is not None and len(call.fragments) >= cap)
+    ):
         return  # the checker's own bound (its deadline, or the max_tokens it sent) stopped the arguments
-    args_w.add(Status.FAIL, f"{st.name}: call {call.index}'s arguments, joined from {len(call.fragments)} "
-               f"fragment(s), are not a JSON object{control_note(joined)}: {joined[:60]!r}",
-               st.at(call.fragments[-1][0], b"arguments"))
+    args_w.add(
+        Status.FAIL,
+        f"{st.name}: call {call.index}'s arguments, joined from {len(call.fragments)} "
+        f"fragment(s), are not a JSON object{control_note(joined)}: {joined[:60]!r}",
+        st.at(call.fragments[-1][0], b"arguments"),
+    )
 
 
 def control_note(text: str) -> str:
@@ -405,6 +507,12 @@ def chat_findings(results: Sequence[ProbeResult]) -> list[Finding]:
     by_kind = {st.result.request.kind: st for st in streams}
     unasked = [st for st in streams if st.result.request.kind != "usage"]
     tools = _tools(by_kind.get("tools"), by_kind.get("named"), _offered(answers))
-    return [grade_http("chat.http", answers), grade_framing("chat.framing", streams, chat=True), _done(streams),
-            *_json_and_shape(streams), *_roles_and_finish(streams), *_usage(unasked, by_kind.get("usage")),
-            *tools]
+    return [
+        grade_http("chat.http", answers),
+        grade_framing("chat.framing", streams, chat=True),
+        _done(streams),
+        *_json_and_shape(streams),
+        *_roles_and_finish(streams),
+        *_usage(unasked, by_kind.get("usage")),
+        *tools,
+    ]

@@ -37,9 +37,23 @@ from typing import Any
 from streamlab.core.words import Word
 
 __all__ = [
-    "Status", "Check", "CHECKS", "CHECK_IDS", "GROUPS", "DIALECTS", "ProbeRequest", "probes_for",
-    "ProbeResult", "Evidence", "Finding", "TimingFact", "Report", "TOOL", "JSON_VERSION",
-    "matrix_rows", "render_matrix",
+    "Status",
+    "Check",
+    "CHECKS",
+    "CHECK_IDS",
+    "GROUPS",
+    "DIALECTS",
+    "ProbeRequest",
+    "probes_for",
+    "ProbeResult",
+    "Evidence",
+    "Finding",
+    "TimingFact",
+    "Report",
+    "TOOL",
+    "JSON_VERSION",
+    "matrix_rows",
+    "render_matrix",
 ]
 
 JSON_VERSION = 1
@@ -55,7 +69,6 @@ class Status(Word):
     WARN = "warn"
     FAIL = "fail"
     SKIP = "skip"
-
 
     @property
     def rank(self) -> int:
@@ -78,85 +91,226 @@ def _checks(*rows: tuple[str, str, str, str]) -> dict[str, Check]:
 
 
 CHECKS: dict[str, Check] = _checks(
-    ("chat.http", "chat", "status 200 and text/event-stream before any event",
-     "anything else is not a stream: the SDK raises, or a hand-written loop parses an error page"),
-    ("chat.framing", "chat", "every event a data: field ended by a blank line (any standard line ending, "
-     "comments tolerated)", "a field the standard does not know is dropped by every parser, with its content"),
-    ("chat.done", "chat", "data: [DONE] exactly once, last, nothing after it",
-     "without it a clean close cannot be told from a cut; the SDK never reads what follows it"),
-    ("chat.json", "chat", "every event's data is a JSON object (except [DONE])",
-     "clients json.loads every data line: one that is not JSON ends the loop with an exception"),
-    ("chat.object", "chat", '"object": "chat.completion.chunk" on every chunk',
-     "strict clients and typed SDKs in other languages validate it"),
-    ("chat.id", "chat", "one stable id on every chunk",
-     "clients and relays key logs, caches and resumption on it"),
-    ("chat.delta", "chat", "every choice has an integer index and a delta object",
-     "code reads choices[i].delta; without them there is nothing to append"),
-    ("chat.role", "chat", 'role "assistant" on the first delta of each choice',
-     "clients that rebuild the message take its role from the first delta"),
-    ("chat.role_repeated", "chat", "the role only on the first delta: not repeated, not null after it",
-     "the SDK's stream helper joins strings it sees again: the role becomes 'assistantassistant'; code that "
-     "copies delta[\"role\"] whenever the key is there loses the role to a null"),
-    ("chat.finish_null", "chat", '"finish_reason": null on every chunk before the final one',
-     "a missing key reads as null with .get(), but breaks clients that validate the schema"),
-    ("chat.finish", "chat", "a finish_reason on each choice's final chunk, and no content after it",
-     "without it a natural stop cannot be told from a cut or a limit"),
-    ("usage.unrequested", "usage", "no usage unless stream_options.include_usage asked for it",
-     "an unasked chunk with choices == [] breaks the documented chunk.choices[0] loop"),
-    ("usage.chunk", "usage", "exactly one usage chunk when include_usage is set",
-     "missing means the cost is unknown (never zero); running totals double-count when added up"),
-    ("usage.choices", "usage", "the usage chunk has choices == []",
-     "clients that spot the usage chunk by its empty choices miss it, or count it twice"),
-    ("usage.counts", "usage", "prompt, completion and total tokens present, non-zero when text came, "
-     "total = prompt + completion", "billing, quotas and rate limits read these numbers"),
-    ("tools.required", "tools", 'a tool call when tool_choice is "required"',
-     "an agent forces a call with \"required\": an answer in prose leaves its tool loop nothing to run"),
-    ("tools.index", "tools", "every tool-call fragment has an integer index, one per call",
-     "clients join fragments by index: without it the arguments of different calls run together"),
-    ("tools.header", "tools", "id and type sent once per call",
-     "the SDK's stream helper joins repeated strings: an id sent twice becomes 'call_1call_1'"),
-    ("tools.name", "tools", "each call's function name, its fragments joined, names a function the request offered",
-     "clients join name fragments as they join arguments (the SDK does): a name repeated in every fragment "
-     "calls 'get_weatherget_weather', which no tool has"),
-    ("tools.arguments", "tools", "the arguments, joined once the call is complete, parse as a JSON object",
-     "only whole arguments can be parsed, and a call whose arguments never parse must not run"),
-    ("tools.finish", "tools", 'finish_reason "tool_calls" when a tool was called',
-     "agent loops run tools when finish_reason says so: \"stop\" ends the turn with the call never run"),
-    ("tools.legacy", "tools", "tool calls in tool_calls only, no deprecated function_call beside them",
-     "a client that still reads function_call as well runs the call twice, and joins its repeated name too"),
-    ("error.status", "errors", "a request the API must refuse is answered with a 4xx",
-     "a 200 hides the refusal inside a stream; a 5xx invites retries that can never succeed"),
-    ("error.shape", "errors", 'an OpenAI-shaped body: {"error": {"message": ...}}',
-     "clients read error.message: another shape loses it (the Node SDK shows a bare status, vllm#12886)"),
-    ("error.not_json", "errors", "a request body that is not JSON is refused with a 4xx and an OpenAI-shaped error",
-     "a 5xx invites retries that can never succeed, and a plain-text body has no error.message to show"),
-    ("error.too_long", "errors", "a prompt longer than the model's context is refused: a 4xx (or an error event), "
-     "never an empty or silent 200", "an empty 200 reads as an answer with nothing in it: the client cannot "
-     "tell that the prompt was too long"),
-    ("errors.in_stream", "errors", 'an error inside a 200 stream is a data: {"error": ...} event (Chat) or an '
-     "error event (Responses)", "anything else looks like a normal end, and a failed answer passes as whole"),
-    ("responses.http", "responses", "the Responses route answers 200 text/event-stream",
-     "client.responses calls fail outright where the route is missing"),
-    ("responses.framing", "responses", "every event ended by a blank line (any standard line ending, comments "
-     "tolerated)", "a field the standard does not know is dropped by every parser, with its content"),
-    ("responses.event_type", "responses", "each event is JSON with a type, and its event: line equals it",
-     "clients dispatch on one or the other: when they disagree, handlers see the wrong event"),
-    ("responses.sequence", "responses", "sequence_number on every event, strictly increasing",
-     "resuming with starting_after, and spotting lost or replayed events, rely on it"),
-    ("responses.indexes", "responses", "output_index on every output event, content_index on every content event",
-     "the SDK's responses.stream() raises TypeError without them, and a client that files deltas by index has "
-     "nowhere to put them"),
-    ("responses.done_matches", "responses", "each .done value equals its joined deltas",
-     "a client that shows the deltas and stores the .done value keeps an answer it never displayed"),
-    ("responses.terminal", "responses", "exactly one terminal event (completed, incomplete or failed), last",
-     "the terminal event is the only proof that the answer is whole"),
-    ("responses.incomplete", "responses", "an answer stopped by max_output_tokens ends response.incomplete, not "
-     "response.completed", "response.completed tells the client the answer is whole: a cut answer passes as "
-     "complete"),
-    ("responses.usage", "responses", "usage on response.completed: input, output and total tokens, adding up",
-     "billing, quotas and rate limits read these numbers"),
-    ("responses.arguments", "responses", "function-call arguments parse as a JSON object",
-     "a call whose arguments never parse must not run"),
+    (
+        "chat.http",
+        "chat",
+        "status 200 and text/event-stream before any event",
+        "anything else is not a stream: the SDK raises, or a hand-written loop parses an error page",
+    ),
+    (
+        "chat.framing",
+        "chat",
+        "every event a data: field ended by a blank line (any standard line ending, comments tolerated)",
+        "a field the standard does not know is dropped by every parser, with its content",
+    ),
+    (
+        "chat.done",
+        "chat",
+        "data: [DONE] exactly once, last, nothing after it",
+        "without it a clean close cannot be told from a cut; the SDK never reads what follows it",
+    ),
+    (
+        "chat.json",
+        "chat",
+        "every event's data is a JSON object (except [DONE])",
+        "clients json.loads every data line: one that is not JSON ends the loop with an exception",
+    ),
+    (
+        "chat.object",
+        "chat",
+        '"object": "chat.completion.chunk" on every chunk',
+        "strict clients and typed SDKs in other languages validate it",
+    ),
+    ("chat.id", "chat", "one stable id on every chunk", "clients and relays key logs, caches and resumption on it"),
+    (
+        "chat.delta",
+        "chat",
+        "every choice has an integer index and a delta object",
+        "code reads choices[i].delta; without them there is nothing to append",
+    ),
+    (
+        "chat.role",
+        "chat",
+        'role "assistant" on the first delta of each choice',
+        "clients that rebuild the message take its role from the first delta",
+    ),
+    (
+        "chat.role_repeated",
+        "chat",
+        "the role only on the first delta: not repeated, not null after it",
+        "the SDK's stream helper joins strings it sees again: the role becomes 'assistantassistant'; code that "
+        'copies delta["role"] whenever the key is there loses the role to a null',
+    ),
+    (
+        "chat.finish_null",
+        "chat",
+        '"finish_reason": null on every chunk before the final one',
+        "a missing key reads as null with .get(), but breaks clients that validate the schema",
+    ),
+    (
+        "chat.finish",
+        "chat",
+        "a finish_reason on each choice's final chunk, and no content after it",
+        "without it a natural stop cannot be told from a cut or a limit",
+    ),
+    (
+        "usage.unrequested",
+        "usage",
+        "no usage unless stream_options.include_usage asked for it",
+        "an unasked chunk with choices == [] breaks the documented chunk.choices[0] loop",
+    ),
+    (
+        "usage.chunk",
+        "usage",
+        "exactly one usage chunk when include_usage is set",
+        "missing means the cost is unknown (never zero); running totals double-count when added up",
+    ),
+    (
+        "usage.choices",
+        "usage",
+        "the usage chunk has choices == []",
+        "clients that spot the usage chunk by its empty choices miss it, or count it twice",
+    ),
+    (
+        "usage.counts",
+        "usage",
+        "prompt, completion and total tokens present, non-zero when text came, total = prompt + completion",
+        "billing, quotas and rate limits read these numbers",
+    ),
+    (
+        "tools.required",
+        "tools",
+        'a tool call when tool_choice is "required"',
+        'an agent forces a call with "required": an answer in prose leaves its tool loop nothing to run',
+    ),
+    (
+        "tools.index",
+        "tools",
+        "every tool-call fragment has an integer index, one per call",
+        "clients join fragments by index: without it the arguments of different calls run together",
+    ),
+    (
+        "tools.header",
+        "tools",
+        "id and type sent once per call",
+        "the SDK's stream helper joins repeated strings: an id sent twice becomes 'call_1call_1'",
+    ),
+    (
+        "tools.name",
+        "tools",
+        "each call's function name, its fragments joined, names a function the request offered",
+        "clients join name fragments as they join arguments (the SDK does): a name repeated in every fragment "
+        "calls 'get_weatherget_weather', which no tool has",
+    ),
+    (
+        "tools.arguments",
+        "tools",
+        "the arguments, joined once the call is complete, parse as a JSON object",
+        "only whole arguments can be parsed, and a call whose arguments never parse must not run",
+    ),
+    (
+        "tools.finish",
+        "tools",
+        'finish_reason "tool_calls" when a tool was called',
+        'agent loops run tools when finish_reason says so: "stop" ends the turn with the call never run',
+    ),
+    (
+        "tools.legacy",
+        "tools",
+        "tool calls in tool_calls only, no deprecated function_call beside them",
+        "a client that still reads function_call as well runs the call twice, and joins its repeated name too",
+    ),
+    (
+        "error.status",
+        "errors",
+        "a request the API must refuse is answered with a 4xx",
+        "a 200 hides the refusal inside a stream; a 5xx invites retries that can never succeed",
+    ),
+    (
+        "error.shape",
+        "errors",
+        'an OpenAI-shaped body: {"error": {"message": ...}}',
+        "clients read error.message: another shape loses it (the Node SDK shows a bare status, vllm#12886)",
+    ),
+    (
+        "error.not_json",
+        "errors",
+        "a request body that is not JSON is refused with a 4xx and an OpenAI-shaped error",
+        "a 5xx invites retries that can never succeed, and a plain-text body has no error.message to show",
+    ),
+    (
+        "error.too_long",
+        "errors",
+        "a prompt longer than the model's context is refused: a 4xx (or an error event), never an empty or silent 200",
+        "an empty 200 reads as an answer with nothing in it: the client cannot tell that the prompt was too long",
+    ),
+    (
+        "errors.in_stream",
+        "errors",
+        'an error inside a 200 stream is a data: {"error": ...} event (Chat) or an error event (Responses)',
+        "anything else looks like a normal end, and a failed answer passes as whole",
+    ),
+    (
+        "responses.http",
+        "responses",
+        "the Responses route answers 200 text/event-stream",
+        "client.responses calls fail outright where the route is missing",
+    ),
+    (
+        "responses.framing",
+        "responses",
+        "every event ended by a blank line (any standard line ending, comments tolerated)",
+        "a field the standard does not know is dropped by every parser, with its content",
+    ),
+    (
+        "responses.event_type",
+        "responses",
+        "each event is JSON with a type, and its event: line equals it",
+        "clients dispatch on one or the other: when they disagree, handlers see the wrong event",
+    ),
+    (
+        "responses.sequence",
+        "responses",
+        "sequence_number on every event, strictly increasing",
+        "resuming with starting_after, and spotting lost or replayed events, rely on it",
+    ),
+    (
+        "responses.indexes",
+        "responses",
+        "output_index on every output event, content_index on every content event",
+        "the SDK's responses.stream() raises TypeError without them, and a client that files deltas by index has "
+        "nowhere to put them",
+    ),
+    (
+        "responses.done_matches",
+        "responses",
+        "each .done value equals its joined deltas",
+        "a client that shows the deltas and stores the .done value keeps an answer it never displayed",
+    ),
+    (
+        "responses.terminal",
+        "responses",
+        "exactly one terminal event (completed, incomplete or failed), last",
+        "the terminal event is the only proof that the answer is whole",
+    ),
+    (
+        "responses.incomplete",
+        "responses",
+        "an answer stopped by max_output_tokens ends response.incomplete, not response.completed",
+        "response.completed tells the client the answer is whole: a cut answer passes as complete",
+    ),
+    (
+        "responses.usage",
+        "responses",
+        "usage on response.completed: input, output and total tokens, adding up",
+        "billing, quotas and rate limits read these numbers",
+    ),
+    (
+        "responses.arguments",
+        "responses",
+        "function-call arguments parse as a JSON object",
+        "a call whose arguments never parse must not run",
+    ),
 )
 """Every check, in report order."""
 
@@ -170,8 +324,13 @@ TEXT_PROMPT = "Count from one to five in words, on one line."
 TOOL_PROMPT = "What is the weather in Paris right now? Use the get_weather tool."
 _WEATHER_PARAMETERS = {
     "type": "object",
-    "properties": {"location": {"type": "string", "description": "a city and its country, e.g. Paris, France",
-                                "enum": ["Paris, France", "London, United Kingdom", "Tokyo, Japan"]}},
+    "properties": {
+        "location": {
+            "type": "string",
+            "description": "a city and its country, e.g. Paris, France",
+            "enum": ["Paris, France", "London, United Kingdom", "Tokyo, Japan"],
+        }
+    },
     "required": ["location"],
 }
 TOOL = {"name": "get_weather", "description": "The current weather in a city.", "parameters": _WEATHER_PARAMETERS}
@@ -240,31 +399,65 @@ def probes_for(dialect: str, model: str, *, max_tokens: int = MAX_TOKENS) -> lis
     if dialect in ("chat", "both"):
         probes += [
             ProbeRequest("chat.plain", "chat", "chat/completions", "text", {**chat, "messages": say}),
-            ProbeRequest("chat.usage", "chat", "chat/completions", "usage",
-                         {**chat, "messages": say, "stream_options": {"include_usage": True}}),
-            ProbeRequest("chat.tools", "chat", "chat/completions", "tools",
-                         {**chat, "messages": ask, "tools": [chat_tool], "tool_choice": "required"}),
-            ProbeRequest("chat.named", "chat", "chat/completions", "named",
-                         {**chat, "messages": ask, "tools": [chat_tool], "tool_choice": named}),
-            ProbeRequest("chat.error", "chat", "chat/completions", "error",
-                         {**chat, "messages": "this should be a list of messages"}),
+            ProbeRequest(
+                "chat.usage",
+                "chat",
+                "chat/completions",
+                "usage",
+                {**chat, "messages": say, "stream_options": {"include_usage": True}},
+            ),
+            ProbeRequest(
+                "chat.tools",
+                "chat",
+                "chat/completions",
+                "tools",
+                {**chat, "messages": ask, "tools": [chat_tool], "tool_choice": "required"},
+            ),
+            ProbeRequest(
+                "chat.named",
+                "chat",
+                "chat/completions",
+                "named",
+                {**chat, "messages": ask, "tools": [chat_tool], "tool_choice": named},
+            ),
+            ProbeRequest(
+                "chat.error",
+                "chat",
+                "chat/completions",
+                "error",
+                {**chat, "messages": "this should be a list of messages"},
+            ),
             ProbeRequest("chat.not_json", "chat", "chat/completions", "not_json", {}, NOT_JSON),
-            ProbeRequest("chat.too_long", "chat", "chat/completions", "too_long",
-                         {**chat, "messages": [{"role": "user", "content": long}], "max_tokens": 1}),
+            ProbeRequest(
+                "chat.too_long",
+                "chat",
+                "chat/completions",
+                "too_long",
+                {**chat, "messages": [{"role": "user", "content": long}], "max_tokens": 1},
+            ),
         ]
     if dialect in ("responses", "both"):
         probes += [
             ProbeRequest("responses.text", "responses", "responses", "text", {**resp, "input": TEXT_PROMPT}),
-            ProbeRequest("responses.tools", "responses", "responses", "tools",
-                         {**resp, "input": TOOL_PROMPT, "tools": [{"type": "function", **TOOL}],
-                          "tool_choice": "required"}),
+            ProbeRequest(
+                "responses.tools",
+                "responses",
+                "responses",
+                "tools",
+                {**resp, "input": TOOL_PROMPT, "tools": [{"type": "function", **TOOL}], "tool_choice": "required"},
+            ),
             ProbeRequest("responses.error", "responses", "responses", "error", {**resp, "input": 42}),
         ]
     if dialect == "responses":
         probes += [
             ProbeRequest("responses.not_json", "responses", "responses", "not_json", {}, NOT_JSON),
-            ProbeRequest("responses.too_long", "responses", "responses", "too_long",
-                         {**resp, "input": long, "max_output_tokens": 16}),
+            ProbeRequest(
+                "responses.too_long",
+                "responses",
+                "responses",
+                "too_long",
+                {**resp, "input": long, "max_output_tokens": 16},
+            ),
         ]
     return probes
 
@@ -346,9 +539,15 @@ class Finding:
         return CHECKS[self.check].why
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.check, "group": CHECKS[self.check].group, "status": self.status.value,
-                "promises": CHECKS[self.check].promises, "detail": self.detail, "why": self.why,
-                "evidence": self.evidence.as_dict() if self.evidence else None}
+        return {
+            "id": self.check,
+            "group": CHECKS[self.check].group,
+            "status": self.status.value,
+            "promises": CHECKS[self.check].promises,
+            "detail": self.detail,
+            "why": self.why,
+            "evidence": self.evidence.as_dict() if self.evidence else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -369,16 +568,27 @@ class TimingFact:
     def line(self) -> str:
         def s(x: float | None) -> str:
             return "-" if x is None else f"{x:.3f}s"
-        ka = f"{self.keepalives} keep-alive(s)" + (f" (at most {s(self.max_keepalive_interval)} apart)"
-                                                    if self.max_keepalive_interval is not None else "")
-        return (f"  {self.probe:<16} headers {s(self.headers)}  first content {s(self.first_content)}  "
-                f"max gap {s(self.max_gap)}  total {s(self.total)}  {self.events} events  {ka}")
+
+        ka = f"{self.keepalives} keep-alive(s)" + (
+            f" (at most {s(self.max_keepalive_interval)} apart)" if self.max_keepalive_interval is not None else ""
+        )
+        return (
+            f"  {self.probe:<16} headers {s(self.headers)}  first content {s(self.first_content)}  "
+            f"max gap {s(self.max_gap)}  total {s(self.total)}  {self.events} events  {ka}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"probe": self.probe, "headers_s": self.headers, "first_content_s": self.first_content,
-                "max_gap_s": self.max_gap, "keepalives": self.keepalives,
-                "max_keepalive_interval_s": self.max_keepalive_interval, "total_s": self.total,
-                "events": self.events, "bytes": self.bytes}
+        return {
+            "probe": self.probe,
+            "headers_s": self.headers,
+            "first_content_s": self.first_content,
+            "max_gap_s": self.max_gap,
+            "keepalives": self.keepalives,
+            "max_keepalive_interval_s": self.max_keepalive_interval,
+            "total_s": self.total,
+            "events": self.events,
+            "bytes": self.bytes,
+        }
 
 
 # -- the report -----------------------------------------------------------------------------------------------
@@ -438,16 +648,25 @@ class Report:
             lines += ["", "timing (reported, never graded):"]
             lines += [t.line() for t in self.timings]
         c = self.counts()
-        lines += ["", f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip: "
-                      f"{self.verdict} (exit {self.exit_code})"]
+        lines += [
+            "",
+            f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip: "
+            f"{self.verdict} (exit {self.exit_code})",
+        ]
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
         """The `--json` document (see the README's "Checking an endpoint" section)."""
         return {
-            "tool": "streamlab check", "version": JSON_VERSION, "base_url": self.base_url, "model": self.model,
-            "dialect": self.dialect, "verdict": self.verdict, "exit_code": self.exit_code,
-            "error": self.unreachable, "summary": self.counts(),
+            "tool": "streamlab check",
+            "version": JSON_VERSION,
+            "base_url": self.base_url,
+            "model": self.model,
+            "dialect": self.dialect,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "error": self.unreachable,
+            "summary": self.counts(),
             "checks": [f.as_dict() for f in self.findings],
             "timings": [t.as_dict() for t in self.timings],
         }
@@ -467,8 +686,9 @@ _MARK = {Status.PASS: ".", Status.WARN: "W", Status.FAIL: "F", Status.SKIP: "-"}
 
 def matrix_rows(reports: Mapping[str, Report], checks: Sequence[str] | None = None) -> list[tuple[str, list[Status]]]:
     """(check id, the status under each report in order) for every check that any report graded."""
-    wanted = list(checks) if checks is not None else [c for c in CHECK_IDS
-                                                        if any(r.finding(c) for r in reports.values())]
+    wanted = (
+        list(checks) if checks is not None else [c for c in CHECK_IDS if any(r.finding(c) for r in reports.values())]
+    )
     rows = []
     for check in wanted:
         statuses = []

@@ -35,8 +35,11 @@ from streamlab.core.scan import Block, quote
 
 __all__ = ["grade", "timing_facts"]
 
-_GROUPS = {"chat": ("chat", "usage", "tools", "errors"), "responses": ("errors", "responses"),
-           "both": ("chat", "usage", "tools", "errors", "responses")}
+_GROUPS = {
+    "chat": ("chat", "usage", "tools", "errors"),
+    "responses": ("errors", "responses"),
+    "both": ("chat", "usage", "tools", "errors", "responses"),
+}
 
 
 # -- errors ----------------------------------------------------------------------------------------------------
@@ -53,8 +56,11 @@ def _carries_error(st: Stream) -> bool:
         if any(not line.is_comment and line.field == "error" for line in block.lines):
             return True
         obj = block.obj
-        if block.event is not None and (block.event.event == "error" or isinstance(obj, dict) and (
-                "error" in obj or obj.get("type") in ("error", "response.failed"))):
+        if block.event is not None and (
+            block.event.event == "error"
+            or isinstance(obj, dict)
+            and ("error" in obj or obj.get("type") in ("error", "response.failed"))
+        ):
             return True
     return False
 
@@ -71,8 +77,10 @@ def _status_problem(r: ProbeResult) -> tuple[str, Evidence] | None:
         return "accepted: the server answered it as if it were valid", body_evidence(r)
     trace = _TRACE.search(r.body) if r.status is not None else None
     if trace:
-        return ("not a client error, and the body carries a Python traceback with the server's file paths",
-                body_evidence(r, trace.group()))
+        return (
+            "not a client error, and the body carries a Python traceback with the server's file paths",
+            body_evidence(r, trace.group()),
+        )
     return "not a client error", body_evidence(r)
 
 
@@ -86,17 +94,19 @@ def _shape_problem(r: ProbeResult) -> tuple[Status, str] | None:
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return None
     if isinstance(error, str):
-        return Status.WARN, "\"error\" is a string, not an object with a message"
+        return Status.WARN, '"error" is a string, not an object with a message'
     if body is None:
         return Status.FAIL, f"the body is not JSON ({r.media_type or 'no Content-Type'}), so there is no error.message"
-    return Status.FAIL, "the body is not {\"error\": {\"message\": ...}}"
+    return Status.FAIL, 'the body is not {"error": {"message": ...}}'
 
 
 def _errors(refusals: Sequence[ProbeResult]) -> list[Finding]:
     refusals = [r for r in refusals if not (r.status is None and r.cut)]
     if not refusals:
-        return [Finding(c, Status.SKIP, "no request to refuse was sent to a served route")
-                for c in ("error.status", "error.shape")]
+        return [
+            Finding(c, Status.SKIP, "no request to refuse was sent to a served route")
+            for c in ("error.status", "error.shape")
+        ]
     status_w, shape_w = Worst("error.status"), Worst("error.shape")
     shaped = 0
     for r in refusals:
@@ -110,10 +120,10 @@ def _errors(refusals: Sequence[ProbeResult]) -> list[Finding]:
         if shape is not None:
             shape_w.add(shape[0], f"{r.name}: {shape[1]}", body_evidence(r))
     codes = ", ".join(str(r.status) for r in refusals)
-    shape = shape_w.result(f"{shaped} error bod{'y' if shaped == 1 else 'ies'} shaped {{\"error\": {{\"message\"}}}}")
+    verdict = shape_w.result(f'{shaped} error bod{"y" if shaped == 1 else "ies"} shaped {{"error": {{"message"}}}}')
     if not shaped:
-        shape = Finding("error.shape", Status.SKIP, "no error status came, so no error body to judge")
-    return [status_w.result(f"refused with {codes}"), shape]
+        verdict = Finding("error.shape", Status.SKIP, "no error status came, so no error body to judge")
+    return [status_w.result(f"refused with {codes}"), verdict]
 
 
 def _not_json(probes: Sequence[ProbeResult]) -> Finding:
@@ -140,18 +150,35 @@ def _too_long(probes: Sequence[ProbeResult]) -> Finding:
         if r.status == 200 and r.is_event_stream and r.body:
             st = Stream.of(r)
             if _carries_error(st) and not any(isinstance(b.obj, dict) for b in st.scan.events if not is_done(b)):
-                worst.add(Status.FAIL, f"{r.name}: {status_line(r)}: the refusal is an `error:` field line, which "
-                          "parsers ignore: the client sees an answer with nothing in it", body_evidence(r, b"error"))
+                worst.add(
+                    Status.FAIL,
+                    f"{r.name}: {status_line(r)}: the refusal is an `error:` field line, which "
+                    "parsers ignore: the client sees an answer with nothing in it",
+                    body_evidence(r, b"error"),
+                )
             elif _carries_error(st):
-                worst.add(Status.WARN, f"{r.name}: the refusal arrives inside a 200 stream: a client learns of it "
-                          "only when it reads that event", body_evidence(r, b"error"))
-            elif r.cut or any(carries(c.get("delta")) for _, c in st.choices()) or any(
-                    isinstance(b.obj, dict) and str(b.obj.get("type", "")).endswith(".delta") for b in st.scan.events):
-                fit.append(f"{r.name}: the prompt ({len(r.request.content):,} bytes) fit the model's context: "
-                           "it was answered")
+                worst.add(
+                    Status.WARN,
+                    f"{r.name}: the refusal arrives inside a 200 stream: a client learns of it "
+                    "only when it reads that event",
+                    body_evidence(r, b"error"),
+                )
+            elif (
+                r.cut
+                or any(carries(c.get("delta")) for _, c in st.choices())
+                or any(
+                    isinstance(b.obj, dict) and str(b.obj.get("type", "")).endswith(".delta") for b in st.scan.events
+                )
+            ):
+                fit.append(
+                    f"{r.name}: the prompt ({len(r.request.content):,} bytes) fit the model's context: it was answered"
+                )
             else:
-                worst.add(Status.FAIL, f"{r.name}: {status_line(r)}: accepted, but the stream carries neither "
-                          "an answer nor an error", body_evidence(r))
+                worst.add(
+                    Status.FAIL,
+                    f"{r.name}: {status_line(r)}: accepted, but the stream carries neither an answer nor an error",
+                    body_evidence(r),
+                )
             continue
         problem = _status_problem(r)
         if problem is not None:
@@ -173,16 +200,24 @@ def _in_stream(streams: Sequence[Stream]) -> Finding:
             for line in block.lines:
                 if not line.is_comment and line.field == "error":
                     at, shown = quote(st.scan.body, line.offset, line.offset + len(line.text))
-                    worst.add(Status.FAIL, f"{st.name}: an error sent as an `error:` field line, which the standard "
-                              "ignores: the client sees the stream end normally", Evidence(st.name, None, at, shown))
+                    worst.add(
+                        Status.FAIL,
+                        f"{st.name}: an error sent as an `error:` field line, which the standard "
+                        "ignores: the client sees the stream end normally",
+                        Evidence(st.name, None, at, shown),
+                    )
             obj = block.obj
             if block.event is None or not isinstance(obj, dict):
                 continue
             if "error" in obj or obj.get("type") in ("error", "response.failed") or block.event.event == "error":
                 seen += 1
             elif obj.get("object") == "error":
-                worst.add(Status.FAIL, f"{st.name}: event #{block.number} is an error object without an \"error\" "
-                          "key: clients read it as an empty chunk", st.at(block))
+                worst.add(
+                    Status.FAIL,
+                    f'{st.name}: event #{block.number} is an error object without an "error" '
+                    "key: clients read it as an empty chunk",
+                    st.at(block),
+                )
     what = f"{seen} error event(s), each recognisable" if seen else "no error arrived inside the streams"
     return worst.result(f"{what} ({len(streams)} streams read)")
 
@@ -245,8 +280,17 @@ def timing_facts(results: Sequence[ProbeResult]) -> list[TimingFact]:
         pings = [t for b in st.scan.blocks if b.comment_only and (t := _arrival(r.arrivals, b.end)) is not None]
         intervals = [b - a for a, b in zip(pings, pings[1:])]
         first = _first_content(st)
-        facts.append(TimingFact(
-            r.name, r.headers_at, _arrival(r.arrivals, first.end) if first else None, max(gaps) if gaps else None,
-            len(pings), max(intervals) if intervals else None, r.arrivals[-1][1] if r.arrivals else None,
-            len(st.scan.events), len(r.body)))
+        facts.append(
+            TimingFact(
+                r.name,
+                r.headers_at,
+                _arrival(r.arrivals, first.end) if first else None,
+                max(gaps) if gaps else None,
+                len(pings),
+                max(intervals) if intervals else None,
+                r.arrivals[-1][1] if r.arrivals else None,
+                len(st.scan.events),
+                len(r.body),
+            )
+        )
     return facts

@@ -39,26 +39,45 @@ def _event_types(streams: Sequence[Stream]) -> Finding:
         for block in st.scan.events:
             obj = block.obj
             if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-                worst.add(Status.FAIL, f"{st.name}: event #{block.number} is not a JSON object with a type",
-                          st.at(block))
+                worst.add(
+                    Status.FAIL, f"{st.name}: event #{block.number} is not a JSON object with a type", st.at(block)
+                )
                 continue
             line = block.event_line
             if line is None:
-                worst.add(Status.WARN, f"{st.name}: event #{block.number} ({obj['type']}) has no event: line",
-                          st.at(block))
+                worst.add(
+                    Status.WARN, f"{st.name}: event #{block.number} ({obj['type']}) has no event: line", st.at(block)
+                )
             elif line != obj["type"]:
-                worst.add(Status.FAIL, f"{st.name}: event #{block.number} says event: {line} but its type is "
-                          f"{obj['type']}", st.at(block, b"event:"))
+                worst.add(
+                    Status.FAIL,
+                    f"{st.name}: event #{block.number} says event: {line} but its type is {obj['type']}",
+                    st.at(block, b"event:"),
+                )
     return worst.result("every event's event: line equals its JSON type")
 
 
 _WHERE = {
-    **{t: ("output_index",) for t in ("response.output_item.added", "response.output_item.done",
-                                      "response.function_call_arguments.delta",
-                                      "response.function_call_arguments.done")},
-    **{t: ("output_index", "content_index") for t in ("response.content_part.added", "response.content_part.done",
-                                                      "response.output_text.delta", "response.output_text.done",
-                                                      "response.refusal.delta", "response.refusal.done")},
+    **{
+        t: ("output_index",)
+        for t in (
+            "response.output_item.added",
+            "response.output_item.done",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+        )
+    },
+    **{
+        t: ("output_index", "content_index")
+        for t in (
+            "response.content_part.added",
+            "response.content_part.done",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.refusal.delta",
+            "response.refusal.done",
+        )
+    },
 }
 """The index fields the API reference gives each output event (every one of them also has a sequence_number)."""
 
@@ -72,8 +91,11 @@ def _indexes(streams: Sequence[Stream]) -> Finding:
             seen += bool(wanted)
             missing = [k for k in wanted if not isinstance(obj.get(k), int) or isinstance(obj.get(k), bool)]
             if missing:
-                worst.add(Status.FAIL, f"{st.name}: event #{block.number} ({obj['type']}) has no integer "
-                          f"{' or '.join(missing)}", st.at(block))
+                worst.add(
+                    Status.FAIL,
+                    f"{st.name}: event #{block.number} ({obj['type']}) has no integer {' or '.join(missing)}",
+                    st.at(block),
+                )
     return worst.result(f"{seen} output event(s), each with its output_index (and content_index)")
 
 
@@ -84,11 +106,17 @@ def _sequence(streams: Sequence[Stream]) -> Finding:
         for block, obj in _typed(st):
             seq = obj.get("sequence_number")
             if not isinstance(seq, int) or isinstance(seq, bool):
-                worst.add(Status.FAIL, f"{st.name}: event #{block.number} ({obj['type']}) has no integer "
-                          "sequence_number", st.at(block))
+                worst.add(
+                    Status.FAIL,
+                    f"{st.name}: event #{block.number} ({obj['type']}) has no integer sequence_number",
+                    st.at(block),
+                )
             elif previous is not None and seq <= previous:
-                worst.add(Status.FAIL, f"{st.name}: event #{block.number} ({obj['type']}) has sequence_number "
-                          f"{seq} after {previous}", st.at(block, b'"sequence_number"'))
+                worst.add(
+                    Status.FAIL,
+                    f"{st.name}: event #{block.number} ({obj['type']}) has sequence_number {seq} after {previous}",
+                    st.at(block, b'"sequence_number"'),
+                )
                 previous = max(previous, seq)
             else:
                 previous = seq
@@ -96,8 +124,10 @@ def _sequence(streams: Sequence[Stream]) -> Finding:
 
 
 _DELTA_DONE = {
-    "response.output_text.delta": ("text", "delta"), "response.output_text.done": ("text", "text"),
-    "response.refusal.delta": ("refusal", "delta"), "response.refusal.done": ("refusal", "refusal"),
+    "response.output_text.delta": ("text", "delta"),
+    "response.output_text.done": ("text", "text"),
+    "response.refusal.delta": ("refusal", "delta"),
+    "response.refusal.done": ("refusal", "refusal"),
     "response.function_call_arguments.delta": ("arguments", "delta"),
     "response.function_call_arguments.done": ("arguments", "arguments"),
 }
@@ -118,8 +148,12 @@ def _done_matches(streams: Sequence[Stream]) -> Finding:
                 continue
             compared += 1
             if built.get(key, "") != obj[kind[1]]:
-                worst.add(Status.FAIL, f"{st.name}: {obj['type']} says {obj[kind[1]][:40]!r}, the deltas joined give "
-                          f"{built.get(key, '')[:40]!r}", st.at(block, f'"{kind[1]}"'.encode()))
+                worst.add(
+                    Status.FAIL,
+                    f"{st.name}: {obj['type']} says {obj[kind[1]][:40]!r}, the deltas joined give "
+                    f"{built.get(key, '')[:40]!r}",
+                    st.at(block, f'"{kind[1]}"'.encode()),
+                )
     return worst.result(f"{compared} .done value(s), each equal to its deltas")
 
 
@@ -132,8 +166,11 @@ def _terminal(streams: Sequence[Stream]) -> Finding:
             continue  # the checker stopped reading before the end
         if not ends:
             last = typed[-1] if typed else None
-            worst.add(Status.FAIL, f"{st.name}: no terminal event (the last was {last[1]['type'] if last else 'none'})",
-                      st.at(last[0]) if last else body_evidence(st.result))
+            worst.add(
+                Status.FAIL,
+                f"{st.name}: no terminal event (the last was {last[1]['type'] if last else 'none'})",
+                st.at(last[0]) if last else body_evidence(st.result),
+            )
         elif len(ends) > 1:
             block = typed[ends[1]][0]
             worst.add(Status.FAIL, f"{st.name}: {len(ends)} terminal events", st.at(block))
@@ -151,15 +188,20 @@ def _incomplete(streams: Sequence[Stream]) -> Finding:
         end = next(((b, o) for b, o in _typed(st) if o["type"] in RESPONSES_TERMINALS), None)
         if end is None or cap is None:
             continue
-        response = end[1].get("response") if isinstance(end[1].get("response"), dict) else {}
-        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+        response = raw if isinstance(raw := end[1].get("response"), dict) else {}
+        usage = raw if isinstance(raw := response.get("usage"), dict) else {}
         made = usage.get("output_tokens")
         if end[1]["type"] == "response.completed" and isinstance(made, int) and made >= cap:
-            worst.add(Status.FAIL, f"{st.name}: {made} output tokens reached max_output_tokens ({cap}), yet the "
-                      "answer ends response.completed, not response.incomplete", st.at(end[0], b'"usage"'))
+            worst.add(
+                Status.FAIL,
+                f"{st.name}: {made} output tokens reached max_output_tokens ({cap}), yet the "
+                "answer ends response.completed, not response.incomplete",
+                st.at(end[0], b'"usage"'),
+            )
         else:
-            seen.append(f"{st.name}: {end[1]['type']}" + (f" at {made} of {cap} tokens" if isinstance(made, int)
-                                                           else ""))
+            seen.append(
+                f"{st.name}: {end[1]['type']}" + (f" at {made} of {cap} tokens" if isinstance(made, int) else "")
+            )
     return worst.result("; ".join(seen) or "no stream reached its terminal event")
 
 
@@ -171,11 +213,14 @@ def _responses_usage(streams: Sequence[Stream]) -> Finding:
         done = next(((b, o) for b, o in typed if o["type"] == "response.completed"), None)
         if done is None:
             continue
-        response = done[1].get("response") if isinstance(done[1].get("response"), dict) else {}
+        response = raw if isinstance(raw := done[1].get("response"), dict) else {}
         usage = response.get("usage")
         produced = any(o["type"].endswith(".delta") for _, o in typed)
-        problem = ("response.completed carries no usage" if not isinstance(usage, dict) else
-                   count_problem(usage, ("input_tokens", "output_tokens", "total_tokens"), produced))
+        problem = (
+            "response.completed carries no usage"
+            if not isinstance(usage, dict)
+            else count_problem(usage, ("input_tokens", "output_tokens", "total_tokens"), produced)
+        )
         if problem:
             worst.add(Status.FAIL, f"{st.name}: {problem}", st.at(done[0], b'"usage"'))
         graded.append(st.name)
@@ -188,8 +233,13 @@ def _responses_arguments(st: Stream | None) -> Finding:
     if st is None:
         return Finding("responses.arguments", Status.SKIP, "the tool probe got no stream")
     worst = Worst("responses.arguments")
-    items = [(b, o["item"]) for b, o in _typed(st) if o["type"] == "response.output_item.done"
-             and isinstance(o.get("item"), dict) and o["item"].get("type") == "function_call"]
+    items = [
+        (b, o["item"])
+        for b, o in _typed(st)
+        if o["type"] == "response.output_item.done"
+        and isinstance(o.get("item"), dict)
+        and o["item"].get("type") == "function_call"
+    ]
     if not items:
         return Finding("responses.arguments", Status.SKIP, f"{st.name}: the model answered without calling a function")
     for block, item in items:
@@ -198,26 +248,46 @@ def _responses_arguments(st: Stream | None) -> Finding:
         except (ValueError, RecursionError):
             value = None
         if not isinstance(value, dict):
-            worst.add(Status.FAIL, f"{st.name}: {item.get('name')!r}'s arguments are not a JSON object",
-                      st.at(block, b'"arguments"'))
+            worst.add(
+                Status.FAIL,
+                f"{st.name}: {item.get('name')!r}'s arguments are not a JSON object",
+                st.at(block, b'"arguments"'),
+            )
     return worst.result(f"{len(items)} function call(s), arguments parse as JSON objects")
 
 
-_READ = ("responses.event_type", "responses.sequence", "responses.indexes", "responses.done_matches",
-         "responses.terminal", "responses.incomplete", "responses.usage", "responses.arguments")
+_READ = (
+    "responses.event_type",
+    "responses.sequence",
+    "responses.indexes",
+    "responses.done_matches",
+    "responses.terminal",
+    "responses.incomplete",
+    "responses.usage",
+    "responses.arguments",
+)
 
 
 def responses_findings(results: Sequence[ProbeResult]) -> list[Finding]:
     answers = [r for r in pick(results, "responses") if r.request.kind in ("text", "tools")]
     if (gone := unserved(answers)) is not None:
         said = f"POST /{gone.request.route} answered HTTP {gone.status}: the server does not serve the Responses API"
-        return [Finding(c, Status.SKIP, f"{said} (nothing to grade)") for c in ("responses.http", "responses.framing",
-                                                                                *_READ)]
+        return [
+            Finding(c, Status.SKIP, f"{said} (nothing to grade)")
+            for c in ("responses.http", "responses.framing", *_READ)
+        ]
     streams = streams_of(answers)
     tools = next((st for st in streams if st.result.request.kind == "tools"), None)
     findings = [grade_http("responses.http", answers), grade_framing("responses.framing", streams, chat=False)]
     if not streams:
         return findings + [Finding(c, Status.SKIP, "no Responses stream to read") for c in _READ]
-    return findings + [_event_types(streams), _sequence(streams), _indexes(streams), _done_matches(streams),
-                       _terminal(streams), _incomplete(streams), _responses_usage(streams),
-                       _responses_arguments(tools)]
+    return findings + [
+        _event_types(streams),
+        _sequence(streams),
+        _indexes(streams),
+        _done_matches(streams),
+        _terminal(streams),
+        _incomplete(streams),
+        _responses_usage(streams),
+        _responses_arguments(tools),
+    ]

@@ -68,11 +68,9 @@ __all__ = [
 class State(Word):
     """Where a breaker is."""
 
-    CLOSED = "closed"        # requests flow; failures in a row are counted
-    OPEN = "open"            # requests are refused until the cool-down is over
+    CLOSED = "closed"  # requests flow; failures in a row are counted
+    OPEN = "open"  # requests are refused until the cool-down is over
     HALF_OPEN = "half_open"  # one probe may go; its result decides
-
-
 
 
 class Signal(Word):
@@ -80,20 +78,16 @@ class Signal(Word):
 
     SUCCESS = "success"  # a healthy result
     FAILURE = "failure"  # an unhealthy result (in closed: still under the threshold)
-    TRIP = "trip"        # the unhealthy result that reaches the threshold of failures in a row
-    COOLED = "cooled"    # the cool-down is over (seen when an open breaker is asked)
-
-
+    TRIP = "trip"  # the unhealthy result that reaches the threshold of failures in a row
+    COOLED = "cooled"  # the cool-down is over (seen when an open breaker is asked)
 
 
 class Health(Word):
     """What one result says about the upstream that produced it."""
 
-    OK = "ok"            # it answered properly
-    FAULT = "fault"      # it failed: counts towards opening the breaker
+    OK = "ok"  # it answered properly
+    FAULT = "fault"  # it failed: counts towards opening the breaker
     NEUTRAL = "neutral"  # says nothing about the upstream (the client left, the request was wrong)
-
-
 
 
 TRANSITIONS: dict[tuple[State, Signal], State] = {
@@ -131,7 +125,7 @@ ENDING_HEALTH: dict[Ending, Health] = {
     Ending.LIMIT_EXCEEDED: Health.FAULT,
     Ending.CANCELLED: Health.NEUTRAL,
     Ending.CLIENT_GONE: Health.NEUTRAL,
-    Ending.STOPPED: Health.NEUTRAL,          # our own side shut down: not the upstream's doing
+    Ending.STOPPED: Health.NEUTRAL,  # our own side shut down: not the upstream's doing
     Ending.INVALID_REQUEST: Health.NEUTRAL,
     Ending.NOT_EVENT_STREAM: Health.NEUTRAL,  # a JSON answer is an answer; the request decides its shape
     Ending.IN_PROGRESS: Health.NEUTRAL,
@@ -221,8 +215,10 @@ class Breaker:
         self.history: deque[Observation | Transition] = deque(maxlen=history)  # in the order things happened
 
     def __repr__(self) -> str:
-        return (f"<Breaker {self.state} failures={self.failures}/{self.failure_threshold} "
-                f"cooldown={self.cooldown:g}s open_until={self.open_until}>")
+        return (
+            f"<Breaker {self.state} failures={self.failures}/{self.failure_threshold} "
+            f"cooldown={self.cooldown:g}s open_until={self.open_until}>"
+        )
 
     # -- asking ---------------------------------------------------------------------------------------
 
@@ -264,8 +260,17 @@ class Breaker:
 
     # -- telling --------------------------------------------------------------------------------------
 
-    def record(self, permit: Permit, result: Health | Ending | str, now: float, *, status: int | None = None,
-               content: Outcome | str | None = None, detail: str = "", retry_after: float | None = None) -> State:
+    def record(
+        self,
+        permit: Permit,
+        result: Health | Ending | str,
+        now: float,
+        *,
+        status: int | None = None,
+        content: Outcome | str | None = None,
+        detail: str = "",
+        retry_after: float | None = None,
+    ) -> State:
         """Report how a request sent under `permit` went; returns the state afterwards.
 
         `result` is a `Health`, or an `Ending` classified by `health_of` with `status` and `content`.
@@ -292,8 +297,11 @@ class Breaker:
             signal = Signal.FAILURE
         self._observe(now, str(health), detail)
         if next_state(self.state, signal) is not self.state:
-            why = {Signal.TRIP: f"{self.failures} failures in a row", Signal.FAILURE: "the probe failed",
-                   Signal.SUCCESS: "the probe succeeded"}.get(signal, str(signal))
+            why = {
+                Signal.TRIP: f"{self.failures} failures in a row",
+                Signal.FAILURE: "the probe failed",
+                Signal.SUCCESS: "the probe succeeded",
+            }.get(signal, str(signal))
             self._move(signal, now, why + _sep(detail), retry_after=retry_after)
         return self.state
 
@@ -303,8 +311,9 @@ class Breaker:
         if not (isinstance(now, (int, float)) and math.isfinite(now)):
             raise ValueError(f"now must be a finite number of seconds, got {now!r}")
         if self.last_now is not None and now < self.last_now:
-            raise ValueError(f"the clock went backwards: {now!r} after {self.last_now!r} "
-                             "(pass readings of one monotonic clock)")
+            raise ValueError(
+                f"the clock went backwards: {now!r} after {self.last_now!r} (pass readings of one monotonic clock)"
+            )
         self.last_now = now
 
     def _move(self, signal: Signal, now: float, why: str, *, retry_after: float | None = None) -> None:
@@ -345,8 +354,10 @@ def history_text(breakers: Mapping[str, Breaker], *, since: float = 0.0) -> str:
                 line = f"t={item.at - since:6.1f} {name:<{width}}  ==> {item.after} ({item.signal}): {item.why}"
             else:
                 count = f"{item.failures}/{breaker.failure_threshold}"
-                line = (f"t={item.at - since:6.1f} {name:<{width}}  {item.kind:<8} {item.state!s:<9} {count:<5} "
-                        f"{item.detail}")
+                line = (
+                    f"t={item.at - since:6.1f} {name:<{width}}  {item.kind:<8} {item.state!s:<9} {count:<5} "
+                    f"{item.detail}"
+                )
             rows.append((item.at, line.rstrip()))
     rows.sort(key=lambda row: row[0])  # a stable sort: each breaker's own order is kept at equal times
     return "\n".join(line for _, line in rows)

@@ -45,12 +45,10 @@ __all__ = ["Move", "Situation", "Verdict", "worth_another", "decide", "remaining
 class Move(Word):
     """What the gateway does after a failed attempt."""
 
-    FAIL_OVER = "fail_over"    # send the request to the next upstream: nothing of this answer was shown
+    FAIL_OVER = "fail_over"  # send the request to the next upstream: nothing of this answer was shown
     PASS_ERROR = "pass_error"  # give the client this failure (its status as is; 502/504 when there was none)
-    RESUME = "resume"          # reconnect to the same upstream and continue the same response after its cursor
+    RESUME = "resume"  # reconnect to the same upstream and continue the same response after its cursor
     MARKED_END = "marked_end"  # end the stream with the marked final event (the client's SDK raises on it)
-
-
 
 
 MOVES = tuple(m.value for m in Move)
@@ -79,8 +77,9 @@ class Situation:
     def __post_init__(self) -> None:
         object.__setattr__(self, "ending", Ending(self.ending))
         if self.events_sent < 0 or self.upstreams_left < 0:
-            raise ValueError(f"events_sent and upstreams_left must be >= 0, got {self.events_sent}, "
-                             f"{self.upstreams_left}")
+            raise ValueError(
+                f"events_sent and upstreams_left must be >= 0, got {self.events_sent}, {self.upstreams_left}"
+            )
         if self.ending is Ending.HTTP_ERROR and self.status is None:
             raise ValueError("a Situation ending in http_error needs its status")
 

@@ -34,18 +34,18 @@ __all__ = ["LOG_FIELDS", "Attempt", "AttemptNote", "log_record", "request_id_of"
 LOG_FIELDS: dict[str, str] = {
     **SUMMARY_FIELDS,
     "request_id": "the upstream's x-request-id header, else the id of the answer's first event (Chat chunk id, "
-                  "Responses response id); null when neither came",
+    "Responses response id); null when neither came",
     "upstream": "name of the upstream whose answer the client got (the last one tried when none answered; "
-                "null when every breaker refused)",
+    "null when every breaker refused)",
     "attempts": "how many upstreams the request was sent to (breaker refusals are not counted)",
     "tried": "one object per upstream considered, in order: upstream, result (ok, fault, neutral, refused), "
-             "status, ending, move (what the gateway did next), detail",
+    "status, ending, move (what the gateway did next), detail",
     "failover": "true when the answer came from another upstream than the first one sent the request",
     "resumes": "how many times the stream was resumed on the same upstream after a cut",
     "ending": "how the client's stream ended (streamlab.core.endings.Ending)",
     "status": "the HTTP status the client got",
     "tokens": "output tokens from the upstream's usage (Chat completion_tokens, Responses output_tokens), "
-              "null when it sent no usage",
+    "null when it sent no usage",
 }
 """Every field of a gateway log line, in order, and what it holds."""
 
@@ -53,8 +53,8 @@ LOG_FIELDS: dict[str, str] = {
 class Attempt(Word):
     """What one upstream's turn came to, in the log line's `tried`: its breaker's verdict, or refused unsent."""
 
-    OK = "ok"            # it answered properly
-    FAULT = "fault"      # it failed in a way that counts against it
+    OK = "ok"  # it answered properly
+    FAULT = "fault"  # it failed in a way that counts against it
     NEUTRAL = "neutral"  # says nothing about the upstream (the client left, the request was wrong)
     REFUSED = "refused"  # its circuit breaker said no: nothing was sent
 
@@ -76,9 +76,14 @@ class AttemptNote:
     detail: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"upstream": self.upstream, "result": self.result.value, "status": self.status,
-                "ending": None if self.ending is None else self.ending.value,
-                "move": None if self.move is None else self.move.value, "detail": self.detail}
+        return {
+            "upstream": self.upstream,
+            "result": self.result.value,
+            "status": self.status,
+            "ending": None if self.ending is None else self.ending.value,
+            "move": None if self.move is None else self.move.value,
+            "detail": self.detail,
+        }
 
 
 def request_id_of(headers: Mapping[str, str], first_event: SSEEvent | None) -> str | None:
@@ -90,7 +95,7 @@ def request_id_of(headers: Mapping[str, str], first_event: SSEEvent | None) -> s
         return None
     try:
         obj = json.loads(first_event.data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None
@@ -111,8 +116,15 @@ def tokens_of(usage: Any) -> int | None:
     return None
 
 
-def log_record(summary: Mapping[str, Any], *, request_id: str | None, upstream: str | None,
-               tried: Sequence[AttemptNote], resumes: int = 0, status: int | None = None) -> dict[str, Any]:
+def log_record(
+    summary: Mapping[str, Any],
+    *,
+    request_id: str | None,
+    upstream: str | None,
+    tried: Sequence[AttemptNote],
+    resumes: int = 0,
+    status: int | None = None,
+) -> dict[str, Any]:
     """A gateway log line as a dict: `LOG_FIELDS` first, in order, then the rest of the relay's summary.
 
     `summary` is the relay summary of the stream the client got (`RelayedStream.summary()`), `tried` the
@@ -121,17 +133,19 @@ def log_record(summary: Mapping[str, Any], *, request_id: str | None, upstream: 
     sent = [note for note in tried if note.result is not Attempt.REFUSED]
     first_sent = sent[0].upstream if sent else None
     record: dict[str, Any] = {key: summary.get(key) for key in SUMMARY_FIELDS}
-    record.update({
-        "request_id": request_id,
-        "upstream": upstream,
-        "attempts": len(sent),
-        "tried": [note.as_dict() for note in tried],
-        "failover": upstream is not None and first_sent is not None and upstream != first_sent,
-        "resumes": resumes,
-        "ending": summary.get("ending"),
-        "status": summary.get("status") if status is None else status,
-        "tokens": tokens_of(summary.get("usage")),
-    })
+    record.update(
+        {
+            "request_id": request_id,
+            "upstream": upstream,
+            "attempts": len(sent),
+            "tried": [note.as_dict() for note in tried],
+            "failover": upstream is not None and first_sent is not None and upstream != first_sent,
+            "resumes": resumes,
+            "ending": summary.get("ending"),
+            "status": summary.get("status") if status is None else status,
+            "tokens": tokens_of(summary.get("usage")),
+        }
+    )
     for key, value in summary.items():
         record.setdefault(key, value)
     return record

@@ -31,11 +31,31 @@ from streamlab.core.harness.fuzz import ALL_FIELDS, Contender, ParseResult
 from streamlab.core.sse import MAX_RETRY_MS, SSEEvent
 
 __all__ = [
-    "TextLineParser", "DecodeEachChunk", "SplitlinesAfterDecoder", "BlankLineIsLFLF", "DataNeedsSpace",
-    "DispatchAtEnd", "KeepsBOM", "PhantomEvents", "RetryWithInt", "StripsValues", "ChunkEndsLine",
-    "FindTheBugsSnippet", "RequestsLinesSample", "sample_parse_sse_lines", "GalleryEntry", "GALLERY",
-    "SHOWCASE", "gallery", "gallery_contender", "entry_contender", "run_parser", "bug_of", "found_in",
-    "bug_line", "found_in_text"
+    "TextLineParser",
+    "DecodeEachChunk",
+    "SplitlinesAfterDecoder",
+    "BlankLineIsLFLF",
+    "DataNeedsSpace",
+    "DispatchAtEnd",
+    "KeepsBOM",
+    "PhantomEvents",
+    "RetryWithInt",
+    "StripsValues",
+    "ChunkEndsLine",
+    "FindTheBugsSnippet",
+    "RequestsLinesSample",
+    "sample_parse_sse_lines",
+    "GalleryEntry",
+    "GALLERY",
+    "SHOWCASE",
+    "gallery",
+    "gallery_contender",
+    "entry_contender",
+    "run_parser",
+    "bug_of",
+    "found_in",
+    "bug_line",
+    "found_in_text",
 ]
 
 _EOL = re.compile(r"\r\n|\r|\n")

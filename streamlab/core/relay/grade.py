@@ -100,8 +100,10 @@ class RelayReport:
         held = sum(bool(self.holds(r.number)) for r in REQUIREMENTS)
         exercised = ", ".join(o.value for o in self.outcomes()) or "none"
         lines.append(f"outcomes exercised: {exercised}")
-        lines.append(f"{held} of {len(REQUIREMENTS)} requirements hold: "
-                     + ("the relay passes" if self.ok else "the relay does not pass"))
+        lines.append(
+            f"{held} of {len(REQUIREMENTS)} requirements hold: "
+            + ("the relay passes" if self.ok else "the relay does not pass")
+        )
         return "\n".join(lines)
 
 
@@ -150,8 +152,9 @@ def grade_identical(upstream: bytes, downstream: bytes) -> tuple[bool, str]:
     return False, _first_difference(want, got) + f" ({added} comment line(s) added)"
 
 
-def grade_death(upstream_sent: bytes, downstream: bytes, *, body_complete: bool,
-                all_delivered: bool = True) -> tuple[bool, str]:
+def grade_death(
+    upstream_sent: bytes, downstream: bytes, *, body_complete: bool, all_delivered: bool = True
+) -> tuple[bool, str]:
     """Did the client get a clearly marked final event after the upstream died?
 
     `upstream_sent` are the bytes the upstream wrote before it died; `downstream` the client's bytes;
@@ -220,20 +223,28 @@ def grade_sdk(result: SdkResult, *, expected_text: str, must_raise: bool) -> tup
 class StreamExpectation:
     """One stream the checker asked the relay for: its model, and what its summary must say (None: any).
     `required` is False when the relay answered with an error status instead of a stream: a summary line for
-    it is welcome but not demanded."""
+    it is welcome but not demanded. A verdict names the stream by `about` (the checker's model names are its
+    own), with the model for finding its summary line."""
 
     model: str
     outcome: Outcome | None = None
     text_chars: int | None = None
     required: bool = True
+    about: str = ""  # what the stream is, in words a relay's author understands ("the stream whose client ...")
+
+    def named(self) -> str:
+        """The stream as a verdict names it: what it is, and the model its summary line carries."""
+        return f"{self.about} (model {self.model})" if self.about else self.model
 
 
-def grade_summaries(summaries: Sequence[Mapping[str, Any]] | None,
-                    streams: Sequence[StreamExpectation]) -> tuple[bool, str]:
+def grade_summaries(
+    summaries: Sequence[Mapping[str, Any]] | None, streams: Sequence[StreamExpectation]
+) -> tuple[bool, str]:
     """One summary line per stream, each with the SUMMARY_FIELDS, saying what happened."""
     if summaries is None:
-        return False, ("no summary lines to read: start the relay through the checker (--relay-cmd) or give "
-                       "--summaries FILE")
+        return False, (
+            "no summary lines to read: start the relay through the checker (--relay-cmd) or give --summaries FILE"
+        )
     problems = []
     required = sum(e.required for e in streams)
     if not required <= len(summaries) <= len(streams):
@@ -257,23 +268,26 @@ def _compare_by_model(summaries: Sequence[Mapping[str, Any]], streams: Sequence[
         expected = [e for e in streams if e.model == model]
         lines = by_model.get(model, [])
         least = sum(e.required for e in expected)
+        name = expected[0].named()
         if not least <= len(lines) <= len(expected):
-            problems.append(f"{model}: {len(lines)} summary line(s) for {len(expected)} stream(s)")
+            problems.append(f"{name}: {len(lines)} summary line(s) for {len(expected)} stream(s)")
             continue
-        missing = _missing([e.outcome.value for e in expected if e.outcome is not None],
-                           [str(s.get("outcome")) for s in lines])
+        missing = _missing(
+            [e.outcome.value for e in expected if e.outcome is not None], [str(s.get("outcome")) for s in lines]
+        )
         if missing:
             got = ", ".join(sorted(str(s.get("outcome")) for s in lines))
-            problems.append(f"{model}: no summary says outcome {missing[0]} (they say {got})")
-        missing = _missing([e.text_chars for e in expected if e.text_chars is not None],
-                           [s.get("text_chars") for s in lines])
+            problems.append(f"{name}: no summary says outcome {missing[0]} (they say {got})")
+        missing = _missing(
+            [e.text_chars for e in expected if e.text_chars is not None], [s.get("text_chars") for s in lines]
+        )
         if missing:
             got = ", ".join(sorted(str(s.get("text_chars")) for s in lines))
-            problems.append(f"{model}: no summary says text_chars {missing[0]} (they say {got})")
+            problems.append(f"{name}: no summary says text_chars {missing[0]} (they say {got})")
         for s in lines:
             ttft, total = s.get("ttft_s"), s.get("total_s")
             if isinstance(ttft, (int, float)) and isinstance(total, (int, float)) and ttft > total:
-                problems.append(f"{model}: ttft_s {ttft} is after total_s {total}")
+                problems.append(f"{name}: ttft_s {ttft} is after total_s {total}")
     return problems
 
 
@@ -304,8 +318,14 @@ class FuzzRun:
         return f"run {self.number}: {self.dialect}, {self.action} {self.direction} after {self.after} bytes{where}"
 
 
-def plan_fuzz(seed: int, runs: int, *, down_total: Mapping[str, int], up_total: Mapping[str, int],
-              utf8_offsets: Mapping[str, Sequence[int]]) -> list[FuzzRun]:
+def plan_fuzz(
+    seed: int,
+    runs: int,
+    *,
+    down_total: Mapping[str, int],
+    up_total: Mapping[str, int],
+    utf8_offsets: Mapping[str, Sequence[int]],
+) -> list[FuzzRun]:
     """A seeded list of fuzz runs cutting or resetting either direction, or both, at random offsets.
 
     `down_total` / `up_total` are each dialect's response and request sizes on the wire (measured once); every

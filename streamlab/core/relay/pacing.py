@@ -26,8 +26,8 @@ __all__ = ["Due", "Pacing"]
 class Due(Word):
     """What a forwarding loop must do once `Pacing.wait` has passed."""
 
-    NOTHING = "nothing"            # woken early (or too early to act): wait again
-    KEEPALIVE = "keepalive"        # `keepalive` seconds with nothing sent downstream
+    NOTHING = "nothing"  # woken early (or too early to act): wait again
+    KEEPALIVE = "keepalive"  # `keepalive` seconds with nothing sent downstream
     READ_TIMEOUT = "read_timeout"  # `read_timeout` seconds without a byte from the upstream
 
 

@@ -16,6 +16,10 @@ parser stands too (the relay's own comment lines do not move it):
 * Forwarding: bytes go downstream as they arrive, unchanged. The one exception: when a keep-alive went out
   before the upstream's first byte, a byte-order mark the upstream then sends is dropped (a BOM only counts
   at the very start of a stream; after our comment it would become part of the first field name).
+  Parsing comes after: `forward` returns the bytes to send and keeps the chunk, `catch_up` parses what was
+  kept, a burst of chunks in one go (the same events: results never depend on chunk boundaries; until the
+  first token each chunk is parsed with its own arrival time, the TTFT). Every method that reads the
+  parse catches up first; `upstream` is the two at once.
 * Keep-alive (`keepalive`): a comment line, and only at a line boundary. Inside a line it would become part
   of that line (corrupting it), so nothing is written while `parser.line_open`. Between two lines of one
   event a comment line is legal and changes nothing, but a blank line there would dispatch the event early,
@@ -50,6 +54,7 @@ from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
 from streamlab.core.endings import Ending, Outcome
 from streamlab.core.errors import ErrorInStream, FrameError, SequenceError, SSELimitError
 from streamlab.core.sse import SSEEvent, SSEParser
+from streamlab.core.untrusted import json_text
 
 __all__ = [
     "Requirement",
@@ -58,6 +63,7 @@ __all__ = [
     "SUMMARY_FIELDS",
     "KEEPALIVE_COMMENT",
     "MARKER_CODES",
+    "MAX_UNPARSED",
     "dialect_of",
     "marker_frame",
     "raises_in_sdk",
@@ -93,24 +99,43 @@ class Requirement:
 
 
 REQUIREMENTS: tuple[Requirement, ...] = (
-    Requirement(1, "forward", "forward as bytes arrive, keeping a running summary",
-                "Forward the upstream's bytes as they arrive, never holding back a whole event, while parsing "
-                "them to keep a running summary: outcome, characters of text, usage if present, time to first "
-                "token, total time."),
-    Requirement(2, "disconnect", "close the upstream when the client goes away",
-                "When the downstream client goes away, close the upstream connection promptly; the upstream's "
-                "own record shows it (the stand-in's request outcome becomes 'client_gone')."),
-    Requirement(3, "keepalive", "keep-alive comments that never change the events",
-                "When the upstream has been silent for the keep-alive interval, send an SSE comment. A "
-                "keep-alive never changes the events a client parses: only at a line boundary, no blank line "
-                "inside an event, and after a CR the comment ends with CR."),
-    Requirement(4, "marked-end", "a marked final event when the upstream dies",
-                "When the upstream dies mid-stream (cut, reset, an error after the 200, a stall past the "
-                "deadline), end the downstream stream with a clearly marked final event, on which the "
-                "official SDK raises, then end the body cleanly; never a silent end."),
-    Requirement(5, "summary", "one JSON summary line per stream",
-                "Write one summary line (a JSON object) per stream, with at least the keys "
-                + ", ".join(SUMMARY_FIELDS) + "."),
+    Requirement(
+        1,
+        "forward",
+        "forward as bytes arrive, keeping a running summary",
+        "Forward the upstream's bytes as they arrive, never holding back a whole event, while parsing "
+        "them to keep a running summary: outcome, characters of text, usage if present, time to first "
+        "token, total time.",
+    ),
+    Requirement(
+        2,
+        "disconnect",
+        "close the upstream when the client goes away",
+        "When the downstream client goes away, close the upstream connection promptly; the upstream's "
+        "own record shows it (the stand-in's request outcome becomes 'client_gone').",
+    ),
+    Requirement(
+        3,
+        "keepalive",
+        "keep-alive comments that never change the events",
+        "When the upstream has been silent for the keep-alive interval, send an SSE comment. A "
+        "keep-alive never changes the events a client parses: only at a line boundary, no blank line "
+        "inside an event, and after a CR the comment ends with CR.",
+    ),
+    Requirement(
+        4,
+        "marked-end",
+        "a marked final event when the upstream dies",
+        "When the upstream dies mid-stream (cut, reset, an error after the 200, a stall past the "
+        "deadline), end the downstream stream with a clearly marked final event, on which the "
+        "official SDK raises, then end the body cleanly; never a silent end.",
+    ),
+    Requirement(
+        5,
+        "summary",
+        "one JSON summary line per stream",
+        "Write one summary line (a JSON object) per stream, with at least the keys " + ", ".join(SUMMARY_FIELDS) + ".",
+    ),
 )
 """The five rules of the capstone relay, in the order the lab builds them."""
 
@@ -121,8 +146,6 @@ def requirement(key: str | int) -> Requirement:
         if key in (req.key, req.number):
             return req
     raise KeyError(f"no relay requirement {key!r}; known: {[r.key for r in REQUIREMENTS]}")
-
-
 
 
 KEEPALIVE_COMMENT = "keep-alive"
@@ -139,10 +162,14 @@ MARKER_CODES: dict[str, tuple[str, str]] = {
 """The marked final event's `code` and message for each way an upstream dies (keyed by `Ending` value)."""
 
 BOM = b"\xef\xbb\xbf"
+DONE = b"[DONE]"
+
+MAX_UNPARSED = 64
+"""Chunks a loop may forward before it has `RelayedStream.catch_up` parse them (it does at the end of a burst)."""
 
 
 def dialect_of(path: str) -> str:
-    """"chat" for a Chat Completions path, "responses" for a Responses path (create or retrieve)."""
+    """ "chat" for a Chat Completions path, "responses" for a Responses path (create or retrieve)."""
     return "responses" if "/responses" in path else "chat"
 
 
@@ -169,7 +196,7 @@ def raises_in_sdk(event: SSEEvent) -> bool:
         return False
     try:
         obj = json.loads(event.data)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the recursion limit: the SDK cannot read it either
         return False
     return isinstance(obj, dict) and bool(obj.get("error"))
 
@@ -182,15 +209,25 @@ class RelayedStream:
     """One stream through a relay, sans-IO: upstream bytes in, downstream bytes and a summary out.
 
     `started` is the clock reading when the request arrived; every method that moves the stream takes `now`
-    from the same clock. Call `upstream(chunk, now)` for each upstream chunk and send what it returns;
+    from the same clock. Call `upstream(chunk, now)` for each upstream chunk and send what it returns (or
+    `forward(chunk, now)`, send, and `catch_up()` when no chunk is waiting: the bytes go out before the parse);
     `keepalive(now)` when the upstream has been silent for the interval (send it unless empty);
     `upstream_ended(ending, now, detail)` when the upstream's bytes stop (send what it returns, then end
     the body); `client_gone(now)` when the client left; `failed(ending, status, now, detail)` when no stream
     started (an error status, no connection). `summary()` is the summary line's dict.
     """
 
-    def __init__(self, *, dialect: str, model: str | None = None, started: float = 0.0, stream_id: int = 0,
-                 route: str = "", status: int | None = None, keepalive_comment: str = KEEPALIVE_COMMENT) -> None:
+    def __init__(
+        self,
+        *,
+        dialect: str,
+        model: str | None = None,
+        started: float = 0.0,
+        stream_id: int = 0,
+        route: str = "",
+        status: int | None = None,
+        keepalive_comment: str = KEEPALIVE_COMMENT,
+    ) -> None:
         if dialect not in ("chat", "responses"):
             raise ValueError(f"dialect must be 'chat' or 'responses', got {dialect!r}")
         self.dialect = dialect
@@ -201,7 +238,8 @@ class RelayedStream:
         self.status = status
         self.parser: SSEParser | None = SSEParser()
         self.accumulator: ChatAccumulator | ResponsesAccumulator = (
-            ChatAccumulator() if dialect == "chat" else ResponsesAccumulator())
+            ChatAccumulator() if dialect == "chat" else ResponsesAccumulator()
+        )
         self._keepalive = b": " + keepalive_comment.encode("utf-8")
         self._accumulating = True
         self.raw = bytearray()  # the upstream's bytes, for --capture (kept only when `keep_raw`)
@@ -217,6 +255,12 @@ class RelayedStream:
         self.problem = ""  # why the summary stopped following the content (a malformed frame...), if it did
         self._strip_bom = False
         self._held = b""
+        self._unparsed: list[tuple[bytes, float]] = []  # forwarded, not parsed yet (see `forward`)
+        self._terminal = False  # the accumulator's outcome is complete or incomplete (as of `_terminal_at` events)
+        self._terminal_at = 0
+        # Whether the answer may have ended: a Chat answer cannot before the bytes "[DONE]" came (`answered`)
+        self._may_end = dialect != "chat"
+        self._last = b""  # the last bytes of the stream so far, for a "[DONE]" split across two chunks
 
     # -- the stream --
 
@@ -226,8 +270,18 @@ class RelayedStream:
         return self.ending is not Ending.IN_PROGRESS
 
     def upstream(self, chunk: bytes, now: float) -> bytes:
-        """Take an upstream chunk; return the bytes to send downstream now (the chunk itself, as a rule)."""
-        if self.done or not chunk:
+        """Take an upstream chunk; return the bytes to send downstream now (the chunk itself, as a rule).
+        The same as `forward` then `catch_up`: the summary has taken the chunk in when this returns."""
+        out = self.forward(chunk, now)
+        if self._unparsed:
+            self.catch_up()
+        return out
+
+    def forward(self, chunk: bytes, now: float) -> bytes:
+        """Take an upstream chunk and return the bytes to send downstream now, leaving the parsing for
+        `catch_up` (so the bytes go out first; several chunks can be parsed in one go). Every method here
+        catches up first; call `catch_up()` before reading `parser`, `accumulator` or `events` directly."""
+        if self.ending is not Ending.IN_PROGRESS or not chunk:
             return b""
         self.bytes_in += len(chunk)
         if self.keep_raw:
@@ -240,9 +294,33 @@ class RelayedStream:
             else:
                 self._strip_bom, self._held = False, b""
                 out = buf[3:] if buf.startswith(BOM) else buf
-        self._parse(chunk, now)
+        self._unparsed.append((chunk, now))
+        if not self._may_end:  # "[DONE]" in this chunk, or across its start (the stream's last 5 bytes before it)
+            self._may_end = DONE in chunk or DONE in self._last + chunk[:5]
+            self._last = chunk[-5:] if len(chunk) >= 5 else (self._last + chunk)[-5:]
         self.bytes_out += len(out)
         return out
+
+    @property
+    def unparsed(self) -> int:
+        """Chunks forwarded but not parsed yet (see `forward`)."""
+        return len(self._unparsed)
+
+    def catch_up(self) -> None:
+        """Parse the chunks `forward` passed on. Until the first token each is parsed on its own, with its own
+        arrival time (that is the TTFT); after it, all of them at once, which gives the same events."""
+        pending = self._unparsed
+        if not pending:
+            return
+        self._unparsed = []
+        i = 0
+        while self.ttft is None and i < len(pending):
+            self._parse(*pending[i])
+            i += 1
+        if i == len(pending) - 1:
+            self._parse(*pending[i])
+        elif i < len(pending):
+            self._parse(b"".join([chunk for chunk, _ in pending[i:]]), pending[-1][1])
 
     def _parse(self, chunk: bytes, now: float) -> None:
         if self.parser is None:
@@ -253,37 +331,65 @@ class RelayedStream:
             events = exc.events
             self.parser = None
             self.problem = f"stopped parsing: {exc}"
-        for event in events:
-            self._event(event, now)
+        if events:
+            self._events(events, now)
 
-    def _event(self, event: SSEEvent, now: float) -> None:
-        self.events += 1
-        if not self.sdk_raises and raises_in_sdk(event):
-            self.sdk_raises = True
-        if not self._accumulating:
-            return
-        before = self._progress() if self.ttft is None else 0
-        try:
-            self.accumulator.feed(event)
-        except ErrorInStream:
-            pass  # the accumulator keeps the error; its outcome is "failed"
-        except (FrameError, SequenceError) as exc:
-            self._accumulating = False
-            self.problem = f"stopped following the content: {exc}"
-        if self.ttft is None and self._progress() > before:
-            self.ttft = now - self.started
+    def _events(self, events: list[SSEEvent], now: float) -> None:
+        """Count the events, note one the official SDK raises on, and feed the accumulator (and, until the first
+        token, watch for it: its arrival is the TTFT)."""
+        self.events += len(events)
+        feed = self.accumulator.feed
+        for event in events:
+            if not self.sdk_raises and '"error"' in event.data and raises_in_sdk(event):
+                self.sdk_raises = True
+            if not self._accumulating:
+                continue
+            before = self._progress() if self.ttft is None else -1
+            try:
+                feed(event)
+            except ErrorInStream:
+                pass  # the accumulator keeps the error; its outcome is "failed"
+            except (FrameError, SequenceError) as exc:
+                self._accumulating = False
+                self.problem = f"stopped following the content: {exc}"
+            if before >= 0 and self._progress() > before:
+                self.ttft = now - self.started
 
     def _progress(self) -> int:
         acc = self.accumulator
         if isinstance(acc, ChatAccumulator):
-            return (sum(map(len, acc.text.values())) + sum(map(len, acc.refusal.values()))
-                    + sum(len(c.arguments) for c in acc.tool_calls.values()))
-        return sum(map(len, acc.text.values())) + sum(map(len, acc.refusal.values())) + sum(
-            map(len, acc.arguments.values()))
+            return (
+                sum(map(len, acc.text.values()))
+                + sum(map(len, acc.refusal.values()))
+                + sum(len(c.arguments) for c in acc.tool_calls.values())
+            )
+        return (
+            sum(map(len, acc.text.values()))
+            + sum(map(len, acc.refusal.values()))
+            + sum(map(len, acc.arguments.values()))
+        )
+
+    @property
+    def answered(self) -> bool:
+        """True when the answer reached its terminal event (complete, or incomplete by `length`...) and the
+        bytes stop at an event boundary: the client holds the whole answer, the rest of the body adds nothing.
+        Cheap enough to ask after every chunk, and it parses nothing it need not: a Chat answer ends only with
+        `[DONE]`, whose bytes must have come first (the parser decodes strict UTF-8 and a data line holds no
+        line break, so the text "[DONE]" comes only from those six bytes in a row); until they do, the answer
+        has not ended whatever the parse would say. The outcome is looked at again only when an event came."""
+        if not self._may_end:
+            return False
+        self.catch_up()
+        if self.events != self._terminal_at:
+            self._terminal_at = self.events
+            self._terminal = self.accumulator.outcome() in (Outcome.COMPLETE, Outcome.INCOMPLETE)
+        parser = self.parser
+        return self._terminal and parser is not None and not (parser.line_open or parser.in_event)
 
     def keepalive(self, now: float) -> bytes:
         """The keep-alive to send now, or b"" when one would change what the client parses (see the module
         docstring: only at a line boundary; no blank line inside an event; CR after a CR)."""
+        self.catch_up()
         parser = self.parser
         if self.done or parser is None or parser.line_open or self._held:
             return b""
@@ -302,6 +408,7 @@ class RelayedStream:
         termination of what was left open and the marked final event."""
         if self.done:
             return b""
+        self.catch_up()
         ending = Ending(ending)
         parser = self.parser
         open_event = parser is not None and (parser.line_open or parser.in_event)
@@ -316,8 +423,9 @@ class RelayedStream:
         if detail:
             message = f"{message} ({detail})"
         seq = getattr(self.accumulator, "last_sequence_number", None)
-        out = self._close_open_event() + marker_frame(self.dialect, code, message,
-                                                      sequence_number=None if seq is None else seq + 1)
+        out = self._close_open_event() + marker_frame(
+            self.dialect, code, message, sequence_number=None if seq is None else seq + 1
+        )
         self.marked = True
         self.bytes_out += len(out)
         return out
@@ -341,6 +449,7 @@ class RelayedStream:
         """The downstream client went away; the upstream is being closed. Outcome: cancelled, unless the
         answer had already reached its end."""
         if not self.done:
+            self.catch_up()
             self.accumulator.cancel()
             self._finish(Ending.CLIENT_GONE, now, detail)
 
@@ -348,6 +457,7 @@ class RelayedStream:
         """No stream started: the upstream answered with an error status (`HTTP_ERROR`, passed through), or
         could not be reached (`CONNECT_ERROR`, `READ_TIMEOUT`)."""
         if not self.done:
+            self.catch_up()
             self.status = status
             self._finish(Ending(ending), now, detail)
             self.outcome = Outcome.FAILED
@@ -363,10 +473,12 @@ class RelayedStream:
     @property
     def text_chars(self) -> int:
         """Characters of answer text received so far (all choices, all content parts)."""
+        self.catch_up()
         return sum(map(len, self.accumulator.text.values()))
 
     def summary(self) -> dict[str, Any]:
         """The summary line as a dict: `SUMMARY_FIELDS` first, then the details."""
+        self.catch_up()
         total = None if self.ended_at is None else self.ended_at - self.started
         return {
             "model": self.model,
@@ -390,8 +502,11 @@ class RelayedStream:
 
 
 def summary_line(summary: Mapping[str, Any]) -> str:
-    """One summary as one line of JSON (no line breaks inside, UTF-8 kept as is)."""
-    return json.dumps(dict(summary), ensure_ascii=False, separators=(", ", ": "))
+    """One summary as one line of JSON: printable UTF-8 kept as is; what a terminal could act on or a reader
+    could split the line at (escape sequences, C1 controls, U+2028, U+0085, lone surrogates: a client
+    chooses the model name) escaped, so the line always encodes and stays one line
+    (`streamlab.core.untrusted.json_text`)."""
+    return json_text(dict(summary))
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -422,9 +537,11 @@ def capture_record(raw: bytes, summary: Mapping[str, Any]) -> dict[str, Any]:
         "truncated": truncated,
         "last_event_id": parser.last_event_id,
         "rules": [],
-        "description": (f"Captured by streamlab relay: stream {summary.get('id')} for model {summary.get('model')!r} "
-                        f"on {summary.get('route')}, outcome {summary.get('outcome')}, ending "
-                        f"{summary.get('ending')}.{note} Expectation written by streamlab's parser: review "
-                        "it by hand before adding it to data/fixtures."),
+        "description": (
+            f"Captured by streamlab relay: stream {summary.get('id')} for model {summary.get('model')!r} "
+            f"on {summary.get('route')}, outcome {summary.get('outcome')}, ending "
+            f"{summary.get('ending')}.{note} Expectation written by streamlab's parser: review "
+            "it by hand before adding it to data/fixtures."
+        ),
         "source": "streamlab relay --capture",
     }

@@ -13,6 +13,7 @@ sans-IO core (streamlab.core.standin):
     quirks      provider quirks as transformations of a scripted answer (bytes in, bytes out)
     profiles    provider profiles built from quirks, each citing where its behaviour is documented
     board       the room dashboard's state: a row per learner, totals, the numbered events of its feed
+    replay      a real capture as an episode: its reads as chunks after the recorded gaps (streamlab.core.capture)
 
 I/O layer (streamlab.net.standin):
     server      the socket side: `StandIn`, its lifecycle, and `serve()`, the notebook helper that replaces

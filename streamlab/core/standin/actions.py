@@ -21,8 +21,17 @@ from typing import Any
 from streamlab.core.endings import Ending
 
 __all__ = [
-    "Reply", "Pause", "Write", "Close", "Action", "Stream", "Note", "Decision",
-    "reply_ending", "stream_ending", "EVENT_STREAM_HEADERS",
+    "Reply",
+    "Pause",
+    "Write",
+    "Close",
+    "Action",
+    "Stream",
+    "Note",
+    "Decision",
+    "reply_ending",
+    "stream_ending",
+    "EVENT_STREAM_HEADERS",
 ]
 
 EVENT_STREAM_HEADERS: tuple[tuple[str, str], ...] = (
@@ -34,10 +43,10 @@ EVENT_STREAM_HEADERS: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class Reply:
-    """One response: a JSON `body` (or bytes, sent as they are as text/plain, like a framework's plain-text
-    error page). `wait` seconds pass first (watching the client). `close` ends the connection
-    after it; `drain` first reads and drops whatever request bytes are still arriving, so that closing
-    does not reset the connection under the reply."""
+    """One response: a JSON `body`, or bytes sent as they are: as text/plain (like a framework's plain-text
+    error page), or under the Content-Type that `headers` name (as a replayed capture's). `wait` seconds pass
+    first (watching the client). `close` ends the connection after it; `drain` first reads and drops whatever
+    request bytes are still arriving, so that closing does not reset the connection under the reply."""
 
     status: int
     body: Any

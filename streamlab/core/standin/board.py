@@ -2,44 +2,55 @@
 
 Theory of operation. The stand-in tells the board about each request twice, as a `Visit`: once the planner
 has decided (whose request, which model) and once it has finished (its status, its `Ending`, its time to
-first byte). The board keeps one `Row` per learner and the room's totals, and turns every change into a
-`BoardEvent` numbered `{epoch}-{n}`. The feed (`streamlab.net.standin.dashboard`) writes those as SSE frames with
-that `id:`, so a page that reconnects with `Last-Event-ID` gets exactly the events after it (`since`).
-When it names an id this board never gave (another server's: the epoch differs) or no longer keeps (older
-than the last `max_events`), it gets one `snapshot` event instead: every row and the totals, which is the
-same state the missed events would have built. Nothing is lost either way.
+first byte). A check-cell verdict a learner's notebook sent (`POST /v1/progress`) is a `Visit` too, with its
+`verdict` and nothing else: it is not an API request, so it counts in no request total. The board keeps one
+`Row` per learner (their requests and their verdicts, exercise by exercise) and the room's totals, and turns
+every change into a `BoardEvent` numbered `{epoch}-{n}`. The feed (`streamlab.net.standin.dashboard`) writes
+those as SSE frames with that `id:`, so a page that reconnects with `Last-Event-ID` gets exactly the events
+after it (`since`). When it names an id this board never gave (another server's: the epoch differs) or no
+longer keeps (older than the last `max_events`), it gets one `snapshot` event instead: every row and the
+totals, which is the same state the missed events would have built. Nothing is lost either way.
 
 What the instructor needs and no more. A learner appears as a number (in order of arrival) and a label
-that never holds their API key: at most its first three characters and a short hash salted with the
-server's own secret (so a label cannot be looked up anywhere else). Request bodies, messages and headers
-never reach the board; the one header it reads is the SDK's `x-stainless-retry-count`, as a number.
+that never holds their API key: at most its first three characters and never more than half of it (`ada`
+shows as `a`), then a short hash salted with the server's own secret (so a label cannot be looked up
+anywhere else). Request bodies, messages and headers never reach the board; the one header it reads is the
+SDK's `x-stainless-retry-count`, as a number. Everything is bounded: `max_learners` rows, `max_events` kept
+for replay, `MAX_EXERCISES` exercise columns, and the median TTFT over the room's last `TTFT_WINDOW` streams
+(not each learner's last one: a room that streamed `scheduled` at 300 ms and then one fast model would
+otherwise show the fast model's time alone).
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
-import json
 from collections import Counter, OrderedDict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamlab.core.shapes import sse_frame
 from streamlab.core.standin.scenarios import scenario_of
+from streamlab.core.untrusted import json_text
 
-__all__ = ["Visit", "Row", "BoardEvent", "Board", "learner_label", "DEFAULT_MAX_EVENTS"]
+__all__ = ["Visit", "Row", "BoardEvent", "Board", "learner_label", "DEFAULT_MAX_EVENTS", "MAX_EXERCISES", "TTFT_WINDOW"]
 
 DEFAULT_MAX_EVENTS = 5000
 """How many recent events a board keeps for pages that reconnect (older ones get a snapshot)."""
+MAX_EXERCISES = 200
+"""How many distinct exercises the room's grid shows (the labs have about 30); a verdict for one more is ignored."""
+TTFT_WINDOW = 100
+"""The median TTFT is taken over the room's last this many streams."""
 
 
 def learner_label(key: str, salt: bytes) -> str:
-    """How a learner is shown: "anonymous", or at most three characters of the key and a salted hash."""
+    """How a learner is shown: "anonymous", or the start of the key (at most three characters, never more than
+    half of it), an ellipsis and a salted hash: `ada` shows as `a\u2026#5e47e0`, never whole."""
     if not key:
         return "anonymous"
     digest = hashlib.sha256(salt + key.encode("utf-8", "replace")).hexdigest()[:6]
-    shown = "".join(c if c.isprintable() else "?" for c in key[:3])
-    return f"{shown}\u2026#{digest}" if len(key) > 3 else f"{shown}#{digest}"
+    shown = "".join(c if c.isprintable() else "?" for c in key[: min(3, len(key) // 2)])
+    return f"{shown}\u2026#{digest}"
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,8 @@ class Visit:
 
     `finished` is False for the first report (decided, still being answered) and True for the last.
     `retry` is the `x-stainless-retry-count` the client sent (None without one); `ttft` the seconds from
-    reading the request to writing the stream's first bytes (None for a JSON reply).
+    reading the request to writing the stream's first bytes (None for a JSON reply). `verdict` is (exercise,
+    verdict) for a check cell's verdict the learner sent: then only the row's verdicts change.
     """
 
     key: str
@@ -60,6 +72,7 @@ class Visit:
     ending: str | None = None
     retry: int | None = None
     ttft: float | None = None
+    verdict: tuple[str, str] | None = None
 
 
 @dataclass
@@ -78,11 +91,23 @@ class Row:
     retries: int = 0
     ttft_ms: float | None = None
     open: set[int] = field(default_factory=set)
+    verdicts: dict[str, str] = field(default_factory=dict)  # exercise id -> its last verdict
 
     def as_json(self) -> dict[str, Any]:
-        return {"number": self.number, "learner": self.label, "requests": self.requests, "active": self.active,
-                "model": self.model, "scenario": self.scenario, "status": self.status, "ending": self.ending,
-                "endings": dict(sorted(self.endings.items())), "retries": self.retries, "ttft_ms": self.ttft_ms}
+        return {
+            "number": self.number,
+            "learner": self.label,
+            "requests": self.requests,
+            "active": self.active,
+            "model": self.model,
+            "scenario": self.scenario,
+            "status": self.status,
+            "ending": self.ending,
+            "endings": dict(sorted(self.endings.items())),
+            "retries": self.retries,
+            "ttft_ms": self.ttft_ms,
+            "verdicts": dict(sorted(self.verdicts.items())),
+        }
 
 
 @dataclass(frozen=True)
@@ -101,8 +126,9 @@ class BoardEvent:
 class Board:
     """The dashboard's state and its recent events. Not thread-safe: the I/O layer holds a lock around it."""
 
-    def __init__(self, *, salt: bytes, epoch: str, max_events: int = DEFAULT_MAX_EVENTS,
-                 max_learners: int = 10_000) -> None:
+    def __init__(
+        self, *, salt: bytes, epoch: str, max_events: int = DEFAULT_MAX_EVENTS, max_learners: int = 10_000
+    ) -> None:
         if max_events < 1 or max_learners < 1:
             raise ValueError(f"max_events and max_learners must be at least 1, got {max_events}, {max_learners}")
         if not epoch or "-" in epoch:
@@ -115,6 +141,7 @@ class Board:
         self.count = 0  # the number of the last event given (0: none yet)
         self.numbers = 0  # learners numbered so far
         self._sums = _Sums()  # the totals, kept up to date row by row (a visit costs the same for 1 or 1,000 rows)
+        self._ttfts: deque[float] = deque(maxlen=TTFT_WINDOW)  # the room's last streams' TTFTs, in ms
 
     @property
     def last_id(self) -> str:
@@ -135,15 +162,26 @@ class Board:
         else:
             self.rows.move_to_end(visit.key)
         self._sums.remove(row)
-        _update(row, visit)
+        if visit.verdict is not None:
+            self._verdict(row, *visit.verdict)
+        else:
+            _update(row, visit)
+            if visit.finished and visit.ttft is not None:
+                self._ttfts.append(round(1000 * visit.ttft, 1))
         self._sums.add(row)
         out.append(self._add("learner", {"row": row.as_json(), "totals": self.totals()}))
         return out
+
+    def _verdict(self, row: Row, exercise: str, verdict: str) -> None:
+        """Keep the learner's last verdict on `exercise`, unless it would be one exercise column too many."""
+        if exercise in row.verdicts or exercise in self._sums.columns or len(self._sums.columns) < MAX_EXERCISES:
+            row.verdicts[exercise] = verdict
 
     def reset(self) -> BoardEvent:
         """Forget every learner (the stand-in started over); the snapshot event that says so."""
         self.rows.clear()
         self._sums = _Sums()
+        self._ttfts.clear()
         self.count += 1
         event = self.snapshot()
         self.events.append((self.count, event))
@@ -163,11 +201,19 @@ class Board:
         return [event for n, event in self.events if n > after]
 
     def totals(self) -> dict[str, Any]:
-        """The room's totals: learners, requests, streams in progress, retries, endings, median last TTFT."""
+        """The room's totals: learners, requests, streams in progress, retries, endings, the median TTFT of the
+        room's last `TTFT_WINDOW` streams (and how many that is), and the verdicts, counted by kind."""
         sums = self._sums
-        return {"learners": len(self.rows), "requests": sums.requests, "active": sums.active,
-                "retries": sums.retries, "endings": {k: v for k, v in sorted(sums.endings.items()) if v},
-                "ttft_p50_ms": sums.median_ttft()}
+        return {
+            "learners": len(self.rows),
+            "requests": sums.requests,
+            "active": sums.active,
+            "retries": sums.retries,
+            "endings": {k: v for k, v in sorted(sums.endings.items()) if v},
+            "ttft_p50_ms": _median(self._ttfts),
+            "ttft_streams": len(self._ttfts),
+            "verdicts": {k: v for k, v in sorted(sums.verdicts.items()) if v},
+        }
 
     def _number_of(self, last_id: str | None) -> int | None:
         if not last_id:
@@ -194,17 +240,14 @@ class _Sums:
     def __init__(self) -> None:
         self.requests = self.active = self.retries = 0
         self.endings: Counter[str] = Counter()
-        self.ttfts: list[float] = []  # every row's last TTFT, sorted
+        self.verdicts: Counter[str] = Counter()  # how many (learner, exercise) verdicts of each kind
+        self.columns: Counter[str] = Counter()  # exercise id -> how many rows hold a verdict on it (no zeros)
 
     def add(self, row: Row) -> None:
         self._count(row, 1)
-        if row.ttft_ms is not None:
-            bisect.insort(self.ttfts, row.ttft_ms)
 
     def remove(self, row: Row) -> None:
         self._count(row, -1)
-        if row.ttft_ms is not None:
-            del self.ttfts[bisect.bisect_left(self.ttfts, row.ttft_ms)]
 
     def _count(self, row: Row, sign: int) -> None:
         self.requests += sign * row.requests
@@ -212,13 +255,20 @@ class _Sums:
         self.retries += sign * row.retries
         for name, n in row.endings.items():
             self.endings[name] += sign * n
+        for exercise, verdict in row.verdicts.items():
+            self.verdicts[verdict] += sign
+            self.columns[exercise] += sign
+            if not self.columns[exercise]:
+                del self.columns[exercise]
 
-    def median_ttft(self) -> float | None:
-        values, n = self.ttfts, len(self.ttfts)
-        if not n:
-            return None
-        middle = values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
-        return round(middle, 1)
+
+def _median(values: Iterable[float]) -> float | None:
+    ordered = sorted(values)
+    n = len(ordered)
+    if not n:
+        return None
+    middle = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return round(middle, 1)
 
 
 def _update(row: Row, visit: Visit) -> None:
@@ -247,4 +297,6 @@ def _update(row: Row, visit: Visit) -> None:
 
 
 def _json(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    """An event's data: compact JSON in which what a client chose (a model name) cannot break the feed (a lone
+    surrogate cannot be encoded as UTF-8) or a line (U+2028): `json_text` escapes both."""
+    return json_text(payload, separators=(",", ":"))

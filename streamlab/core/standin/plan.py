@@ -23,6 +23,7 @@ from typing import Any
 
 from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
 from streamlab.core.errors import ErrorInStream, FrameError, SequenceError
+from streamlab.core.progress import MAX_VERDICT_BYTES, PROGRESS_PATH, read_verdict
 from streamlab.core.shapes import error_body
 from streamlab.core.sse import SSEEvent, SSEParser, parse
 from streamlab.core.standin.actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
@@ -45,8 +46,15 @@ from streamlab.core.standin.script import (
 )
 
 __all__ = [
-    "plan", "Route", "ROUTES", "stream_cancelled", "derive_body", "steps_to_actions", "strip_usage",
-    "skip_after_id", "last_event_id",
+    "plan",
+    "Route",
+    "ROUTES",
+    "stream_cancelled",
+    "derive_body",
+    "steps_to_actions",
+    "strip_usage",
+    "skip_after_id",
+    "last_event_id",
 ]
 
 
@@ -97,36 +105,59 @@ def plan(room: Room, request: Request) -> Decision:
         reply = _error(405, f"{head.method} is not allowed on {path}; use {' or '.join(allowed)}")
         return Decision(Reply(405, reply.body, (("Allow", ", ".join(allowed)),)), Note(learner=learner))
     served = ", ".join(sorted({route.path for route in ROUTES}))
-    return Decision(_error(404, f"unknown path {head.path!r}: this stand-in serves {served}", code="unknown_url"),
-                    Note(learner=learner))
+    return Decision(
+        _error(404, f"unknown path {head.path!r}: this stand-in serves {served}", code="unknown_url"),
+        Note(learner=learner),
+    )
 
 
-def _error(status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
-           param: str | None = None) -> Reply:
+def _error(
+    status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None, param: str | None = None
+) -> Reply:
     return Reply(status, error_body(message, type, code, param))
 
 
 # --- POST /v1/chat/completions and /v1/responses ---------------------------------------------------
 
-_REQUIRED_INPUT = {"chat": ("messages", list), "responses": ("input", (str, list))}
-_JSON_TYPE = {str: "a string", int: "an integer", float: "a decimal", bool: "a boolean", dict: "an object",
-              list: "an array", type(None): "null"}
-_EXPECTED = {"messages": "an array of objects", "input": "a string or an array", "stream": "a boolean",
-             "stream_options": "an object"}
+_REQUIRED_INPUT: dict[str, tuple[str, type | tuple[type, ...]]] = {
+    "chat": ("messages", list),
+    "responses": ("input", (str, list)),
+}
+_JSON_TYPE = {
+    str: "a string",
+    int: "an integer",
+    float: "a decimal",
+    bool: "a boolean",
+    dict: "an object",
+    list: "an array",
+    type(None): "null",
+}
+_EXPECTED = {
+    "messages": "an array of objects",
+    "input": "a string or an array",
+    "stream": "a boolean",
+    "stream_options": "an object",
+}
 
 
 def _invalid_type(name: str, value: Any) -> Reply:
     got = _JSON_TYPE.get(type(value), type(value).__name__)
-    return _error(400, f"Invalid type for '{name}': expected {_EXPECTED.get(name, 'an object')}, but got {got} "
-                  "instead.", param=name, code="invalid_type")
+    return _error(
+        400,
+        f"Invalid type for '{name}': expected {_EXPECTED.get(name, 'an object')}, but got {got} instead.",
+        param=name,
+        code="invalid_type",
+    )
 
 
 def _read_json(head: RequestHead, body: bytes) -> dict[str, Any] | Reply:
     """The request body as a JSON object, or the 400 the real API would give."""
     content_type = head.get("content-type")
     if content_type is not None and content_type.split(";")[0].strip().lower() != "application/json":
-        return _error(400, f"unsupported Content-Type {content_type!r}: this endpoint accepts only "
-                      "application/json request bodies")
+        return _error(
+            400,
+            f"unsupported Content-Type {content_type!r}: this endpoint accepts only application/json request bodies",
+        )
     if not body:
         return _error(400, "missing request body: expected a JSON object with a 'model'")
     try:
@@ -164,9 +195,14 @@ def _check_fields(room: Room, req: dict[str, Any], dialect: str) -> Reply | None
             return problem
     tokens = len(json.dumps(req[name])) // 4
     if tokens > CONTEXT_TOKENS:
-        return _error(400, f"This model's maximum context length is {CONTEXT_TOKENS} tokens. However, your "
-                      f"{'messages' if dialect == 'chat' else 'input'} resulted in about {tokens} tokens. Please "
-                      "reduce the length.", param=name, code="context_length_exceeded")
+        return _error(
+            400,
+            f"This model's maximum context length is {CONTEXT_TOKENS} tokens. However, your "
+            f"{'messages' if dialect == 'chat' else 'input'} resulted in about {tokens} tokens. Please "
+            "reduce the length.",
+            param=name,
+            code="context_length_exceeded",
+        )
     stream = req.get("stream")
     if stream is not None and not isinstance(stream, bool):
         return _invalid_type("stream", stream)
@@ -175,23 +211,36 @@ def _check_fields(room: Room, req: dict[str, Any], dialect: str) -> Reply | None
         if not isinstance(options, dict):
             return _invalid_type("stream_options", options)
         if stream is not True:
-            return _error(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-                          param="stream_options")
+            return _error(
+                400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
+            )
     return None
 
 
 def _check_messages(messages: list[Any]) -> Reply | None:
     if not messages:
-        return _error(400, "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an "
-                      "empty array instead.", param="messages", code="empty_array")
+        return _error(
+            400,
+            "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+            param="messages",
+            code="empty_array",
+        )
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             got = _JSON_TYPE.get(type(message), type(message).__name__)
-            return _error(400, f"Invalid type for 'messages[{i}]': expected an object, but got {got} instead.",
-                          param=f"messages[{i}]", code="invalid_type")
+            return _error(
+                400,
+                f"Invalid type for 'messages[{i}]': expected an object, but got {got} instead.",
+                param=f"messages[{i}]",
+                code="invalid_type",
+            )
         if "role" not in message:
-            return _error(400, f"Missing required parameter: 'messages[{i}].role'.", param=f"messages[{i}].role",
-                          code="missing_required_parameter")
+            return _error(
+                400,
+                f"Missing required parameter: 'messages[{i}].role'.",
+                param=f"messages[{i}].role",
+                code="missing_required_parameter",
+            )
     return None
 
 
@@ -209,8 +258,9 @@ def _create(room: Room, request: Request, learner: str, dialect: str) -> Decisio
         if profile is None:
             return Decision(problem, Note(learner=learner, json=req, stream=stream))
         refused = ErrorEpisode(problem.status, problem.body, problem.headers)
-        return _answer(room, request.head, learner, dialect, req, refused, Note(learner=learner, json=req,
-                                                                                  stream=stream))
+        return _answer(
+            room, request.head, learner, dialect, req, refused, Note(learner=learner, json=req, stream=stream)
+        )
     model = req["model"]
     note = Note(learner=learner, json=req, model=model, stream=stream)
     picked = room.pick(learner, model)
@@ -218,15 +268,31 @@ def _create(room: Room, request: Request, learner: str, dialect: str) -> Decisio
         picked = (0, answer_episode(dialect, req))
     if picked is None:
         known = ", ".join(sorted(room.scripts)) or "none"
-        return Decision(_error(404, f"The model `{model}` does not exist on this stand-in (scripted: {known})",
-                               code="model_not_found", param="model"), note)
+        return Decision(
+            _error(
+                404,
+                f"The model `{model}` does not exist on this stand-in (scripted: {known})",
+                code="model_not_found",
+                param="model",
+            ),
+            note,
+        )
     index, ep = picked
     note = Note(learner=learner, json=req, model=model, stream=stream, episode=index)
     return _answer(room, request.head, learner, dialect, req, ep, note)
 
 
-def _answer(room: Room, head: RequestHead, learner: str, dialect: str, req: dict[str, Any],
-            ep: Episode | ErrorEpisode, note: Note, *, not_json: bool = False) -> Decision:
+def _answer(
+    room: Room,
+    head: RequestHead,
+    learner: str,
+    dialect: str,
+    req: dict[str, Any],
+    ep: Episode | ErrorEpisode,
+    note: Note,
+    *,
+    not_json: bool = False,
+) -> Decision:
     """Play `ep` for this request: through the room's provider profile first, when there is one (the one place
     a profile applies), then as a JSON reply, a whole body, or a stream. `not_json`: the body was not JSON."""
     profile = room.options.profile
@@ -245,8 +311,11 @@ def _answer(room: Room, head: RequestHead, learner: str, dialect: str, req: dict
 def _whole_body(ep: Episode, dialect: str, model: str) -> Reply:
     result = ep.body if ep.body is not None else derive_body(ep.payload, dialect, model)
     if result is None:
-        return _error(500, "stand-in: this episode has no non-streaming body and none could be derived from "
-                      "its frames", type="server_error")
+        return _error(
+            500,
+            "stand-in: this episode has no non-streaming body and none could be derived from its frames",
+            type="server_error",
+        )
     return Reply(200, result, ep.headers, wait=ep.thinking_time)
 
 
@@ -328,12 +397,14 @@ def _retrieve(room: Room, request: Request, learner: str, params: dict[str, str]
     state.gets[rid] = n + 1
     cut_at = stored.cuts[n] if n < len(stored.cuts) else None
     steps = _replay_steps(stored, start, cut_at)
-    return Decision(Stream((), steps_to_actions(steps, 0)), Note(learner=learner, stream=True,
-                                                                 resumed_after=resumed_after))
+    return Decision(
+        Stream((), steps_to_actions(steps, 0)), Note(learner=learner, stream=True, resumed_after=resumed_after)
+    )
 
 
-def _resume_point(stored: StoredResponse, head: RequestHead,
-                  query: dict[str, list[str]]) -> tuple[int | Reply, str | None]:
+def _resume_point(
+    stored: StoredResponse, head: RequestHead, query: dict[str, list[str]]
+) -> tuple[int | Reply, str | None]:
     """The index of the first stored frame to send, and what to record as `resumed_after`."""
     frames = stored.frames
     if "starting_after" in query:
@@ -391,8 +462,46 @@ def _cancel(room: Room, request: Request, learner: str, params: dict[str, str]) 
 
 def _reset(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
     room.reset(learner)
-    return Decision(Reply(200, {"object": "stand-in.reset", "learner": learner or None, "reset": True}),
-                    Note(learner=learner))
+    return Decision(
+        Reply(200, {"object": "stand-in.reset", "learner": learner or None, "reset": True}), Note(learner=learner)
+    )
+
+
+# --- POST /v1/progress: a check cell's verdict, for the room dashboard -------------------------------------
+
+
+def _progress(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
+    """A learner's check-cell verdict (`streamlab.net.progress.join_room`): checked here, kept by the dashboard
+    (its record's `json` is the verdict alone). Nothing in the room changes: no episode is played or counted."""
+    note = Note(learner=learner)
+    if not learner:
+        return Decision(
+            _error(
+                401,
+                "a verdict needs a name: send it with `Authorization: Bearer YOUR-NAME` "
+                "(join_room(url, name=...) does)",
+                code="missing_api_key",
+            ),
+            note,
+        )
+    if len(request.body) > MAX_VERDICT_BYTES:
+        return Decision(
+            _error(
+                413,
+                f"a verdict body is at most {MAX_VERDICT_BYTES} bytes, got {len(request.body)}",
+                code="body_too_large",
+            ),
+            note,
+        )
+    req = _read_json(request.head, request.body)
+    if isinstance(req, Reply):
+        return Decision(req, note)
+    verdict = read_verdict(req)
+    if isinstance(verdict, str):
+        return Decision(_error(400, verdict, code="invalid_verdict"), note)
+    return Decision(
+        Reply(200, {"object": "stand-in.progress", **verdict.as_json()}), Note(learner=learner, json=verdict.as_json())
+    )
 
 
 ROUTES: tuple[Route, ...] = (
@@ -401,6 +510,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", ("v1", "responses", "{id}"), _retrieve),
     Route("POST", ("v1", "responses", "{id}", "cancel"), _cancel),
     Route("POST", ("v1", "reset"), _reset),
+    Route("POST", tuple(PROGRESS_PATH.split("/")[1:]), _progress),
 )
 """Every route the stand-in serves: method, path segments, the planner that decides."""
 
@@ -518,8 +628,14 @@ def _feed_all(acc: ChatAccumulator | ResponsesAccumulator, events: Iterable[SSEE
 
 
 def _derive_chat(events: list[SSEEvent], model: str) -> dict[str, Any] | None:
-    first = next((obj for ev in events if isinstance(obj := _json(ev.data), dict)
-                  and obj.get("object") == "chat.completion.chunk"), None)
+    first = next(
+        (
+            obj
+            for ev in events
+            if isinstance(obj := _json(ev.data), dict) and obj.get("object") == "chat.completion.chunk"
+        ),
+        None,
+    )
     if first is None:
         return None
     acc = ChatAccumulator()
@@ -535,12 +651,17 @@ def _derive_chat(events: list[SSEEvent], model: str) -> dict[str, Any] | None:
 
 
 def _chat_choice(acc: ChatAccumulator, i: int) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": acc.role.get(i, "assistant"), "content": acc.text.get(i, ""),
-                               "refusal": acc.refusal.get(i)}
+    message: dict[str, Any] = {
+        "role": acc.role.get(i, "assistant"),
+        "content": acc.text.get(i, ""),
+        "refusal": acc.refusal.get(i),
+    }
     calls = [call for (choice, _), call in sorted(acc.tool_calls.items()) if choice == i]
     if calls:
-        message["tool_calls"] = [{"id": c.id, "type": c.type or "function",
-                                  "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+        message["tool_calls"] = [
+            {"id": c.id, "type": c.type or "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ]
         message["content"] = acc.text.get(i)
     return {"index": i, "message": message, "logprobs": None, "finish_reason": acc.finish_reason.get(i, "stop")}
 
@@ -550,8 +671,11 @@ def _derive_response(events: list[SSEEvent]) -> dict[str, Any] | None:
     _feed_all(acc, events)
     if acc.response is not None:
         return dict(acc.response)
-    carried = [obj["response"] for ev in events
-               if isinstance(obj := _json(ev.data), dict) and isinstance(obj.get("response"), dict)]
+    carried = [
+        obj["response"]
+        for ev in events
+        if isinstance(obj := _json(ev.data), dict) and isinstance(obj.get("response"), dict)
+    ]
     return dict(carried[-1]) if carried else None
 
 

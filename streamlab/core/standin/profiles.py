@@ -21,7 +21,7 @@ import json
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from streamlab.core.conformance.checks import CHECKS, Status
 from streamlab.core.shapes import (
@@ -30,11 +30,22 @@ from streamlab.core.shapes import (
     responses_function_call_stream,
     responses_text_stream,
 )
-from streamlab.core.standin.quirks import FAULTS, Context, apply_usage_rule, frames_of, steps_from
+from streamlab.core.standin.quirks import FAULTS, Context, ErrorFix, StreamFix, apply_usage_rule, frames_of, steps_from
 from streamlab.core.standin.script import Episode, ErrorEpisode, paced
 
-__all__ = ["Quirk", "Profile", "PROFILES", "PROFILE_NAMES", "get_profile", "answer_episode", "apply_profile",
-           "ANSWER_PIECES", "CAPTURES", "LLAMA_CPP_PYTHON_CAPTURES", "LLAMA_SERVER_CAPTURES"]
+__all__ = [
+    "Quirk",
+    "Profile",
+    "PROFILES",
+    "PROFILE_NAMES",
+    "get_profile",
+    "answer_episode",
+    "apply_profile",
+    "ANSWER_PIECES",
+    "CAPTURES",
+    "LLAMA_CPP_PYTHON_CAPTURES",
+    "LLAMA_SERVER_CAPTURES",
+]
 
 ANSWER_PIECES = ["One", ", two", ", three", ", four", ", five", "."]
 """The text every profile's built-in answer streams (one piece per chunk)."""
@@ -134,17 +145,45 @@ def _vllm() -> Profile:
     "stop" (https://github.com/vllm-project/vllm/pull/25054); the checker asks with `tool_choice: "required"`,
     where both say "tool_calls".
     """
-    return Profile("vllm", "vLLM 0.9.1 (June 2025)", "", (
-        Quirk("chat.finish_null", W, 'chunks leave "finish_reason" out instead of null',
-              ("https://github.com/vllm-project/vllm/issues/19650",), "omit_null_finish"),
-        Quirk("error.shape", F, 'errors are {"object": "error", "message": ...}, not {"error": {...}}',
-              ("https://github.com/vllm-project/vllm/issues/12886",
-               "https://github.com/vllm-project/vllm/pull/22099"), "error_flat_envelope"),
-        Quirk("error.not_json", F, "so is the refusal of a body that is not JSON",
-              ("https://github.com/vllm-project/vllm/issues/12886",), "error_flat_envelope"),
-        Quirk("error.too_long", F, "and the refusal of a prompt over the context",
-              ("https://github.com/vllm-project/vllm/issues/12886",), "error_flat_envelope"),
-    ), responses_404={"detail": "Not Found"})
+    return Profile(
+        "vllm",
+        "vLLM 0.9.1 (June 2025)",
+        "",
+        (
+            Quirk(
+                "chat.finish_null",
+                W,
+                'chunks leave "finish_reason" out instead of null',
+                ("https://github.com/vllm-project/vllm/issues/19650",),
+                "omit_null_finish",
+            ),
+            Quirk(
+                "error.shape",
+                F,
+                'errors are {"object": "error", "message": ...}, not {"error": {...}}',
+                (
+                    "https://github.com/vllm-project/vllm/issues/12886",
+                    "https://github.com/vllm-project/vllm/pull/22099",
+                ),
+                "error_flat_envelope",
+            ),
+            Quirk(
+                "error.not_json",
+                F,
+                "so is the refusal of a body that is not JSON",
+                ("https://github.com/vllm-project/vllm/issues/12886",),
+                "error_flat_envelope",
+            ),
+            Quirk(
+                "error.too_long",
+                F,
+                "and the refusal of a prompt over the context",
+                ("https://github.com/vllm-project/vllm/issues/12886",),
+                "error_flat_envelope",
+            ),
+        ),
+        responses_404={"detail": "Not Found"},
+    )
 
 
 def _ollama() -> Profile:
@@ -166,16 +205,36 @@ def _ollama() -> Profile:
       path with `404 page not found` in text/plain; the stand-in sends JSON bodies only, so the profile sends
       that text as an error message.
     """
-    return Profile("ollama", "Ollama 0.4.6 (November 2024)", "", (
-        Quirk("chat.role_repeated", W, 'every delta repeats "role": "assistant"',
-              ("https://github.com/ollama/ollama/issues/7626",), "role_every_delta"),
-        Quirk("usage.chunk", F, "stream_options.include_usage is ignored: no usage is streamed",
-              ("https://github.com/ollama/ollama/issues/4448", "https://github.com/ollama/ollama/issues/5200"),
-              "drop_usage"),
-        Quirk("tools.index", F, "tool-call fragments come without an index",
-              ("https://github.com/ollama/ollama/issues/7881",), "tool_call_no_index"),
-    ), variations=("tool_call_in_one_chunk",),
-        responses_404={"error": {"message": "404 page not found", "type": "not_found", "param": None, "code": None}})
+    return Profile(
+        "ollama",
+        "Ollama 0.4.6 (November 2024)",
+        "",
+        (
+            Quirk(
+                "chat.role_repeated",
+                W,
+                'every delta repeats "role": "assistant"',
+                ("https://github.com/ollama/ollama/issues/7626",),
+                "role_every_delta",
+            ),
+            Quirk(
+                "usage.chunk",
+                F,
+                "stream_options.include_usage is ignored: no usage is streamed",
+                ("https://github.com/ollama/ollama/issues/4448", "https://github.com/ollama/ollama/issues/5200"),
+                "drop_usage",
+            ),
+            Quirk(
+                "tools.index",
+                F,
+                "tool-call fragments come without an index",
+                ("https://github.com/ollama/ollama/issues/7881",),
+                "tool_call_no_index",
+            ),
+        ),
+        variations=("tool_call_in_one_chunk",),
+        responses_404={"error": {"message": "404 page not found", "type": "not_found", "param": None, "code": None}},
+    )
 
 
 def _litellm() -> Profile:
@@ -192,15 +251,34 @@ def _litellm() -> Profile:
     * `/v1/responses` is served and passed through as documented (the proxy also drops null-valued keys from
       Responses events, https://github.com/BerriAI/litellm/issues/41972, which no check here grades).
     """
-    return Profile("litellm", "LiteLLM proxy, mid-2025, Gemini upstream", "", (
-        Quirk("chat.finish_null", W, 'null fields are left out, "finish_reason" among them',
-              ("https://github.com/BerriAI/liteLLM-proxy/issues/19",), "omit_null_finish"),
-        Quirk("usage.choices", W, 'the usage chunk carries choices [{"index": 0, "delta": {}}]',
-              ("https://github.com/BerriAI/litellm/issues/8450", "https://github.com/BerriAI/litellm/issues/28735"),
-              "usage_chunk_with_choice"),
-        Quirk("tools.finish", F, 'a tool call ends with finish_reason "stop"',
-              ("https://github.com/BerriAI/litellm/issues/12240",), "tool_finish_stop"),
-    ))
+    return Profile(
+        "litellm",
+        "LiteLLM proxy, mid-2025, Gemini upstream",
+        "",
+        (
+            Quirk(
+                "chat.finish_null",
+                W,
+                'null fields are left out, "finish_reason" among them',
+                ("https://github.com/BerriAI/liteLLM-proxy/issues/19",),
+                "omit_null_finish",
+            ),
+            Quirk(
+                "usage.choices",
+                W,
+                'the usage chunk carries choices [{"index": 0, "delta": {}}]',
+                ("https://github.com/BerriAI/litellm/issues/8450", "https://github.com/BerriAI/litellm/issues/28735"),
+                "usage_chunk_with_choice",
+            ),
+            Quirk(
+                "tools.finish",
+                F,
+                'a tool call ends with finish_reason "stop"',
+                ("https://github.com/BerriAI/litellm/issues/12240",),
+                "tool_finish_stop",
+            ),
+        ),
+    )
 
 
 def _llamacpp() -> Profile:
@@ -221,20 +299,53 @@ def _llamacpp() -> Profile:
     * No `/v1/responses`: 404 "File Not Found" (https://github.com/ggml-org/llama.cpp/issues/14702, b5902;
       still requested in https://github.com/ggml-org/llama.cpp/issues/19138).
     """
-    return Profile("llamacpp", "llama.cpp llama-server, summer 2025", "", (
-        Quirk("usage.unrequested", W, "usage is sent although include_usage was not set",
-              ("https://github.com/ggml-org/llama.cpp/issues/12102",), "usage_on_finish_chunk"),
-        Quirk("usage.choices", W, "usage rides on the finish chunk, whose choices are not empty",
-              ("https://github.com/ggml-org/llama.cpp/issues/15443",), "usage_on_finish_chunk"),
-        Quirk("error.status", F, "a refused streaming request gets HTTP 200",
-              ("https://github.com/ggml-org/llama.cpp/issues/14566",), "error_in_stream_field"),
-        Quirk("errors.in_stream", F, "the error is an error: field line, which SSE parsers ignore",
-              ("https://github.com/ggml-org/llama.cpp/issues/16104",
-               "https://github.com/ggml-org/llama.cpp/pull/16109"), "error_in_stream_field"),
-        Quirk("error.too_long", F, "a streamed prompt over the context gets that treatment too (a 400 since "
-              "PR 16486)", ("https://github.com/ggml-org/llama.cpp/pull/16486",), "error_in_stream_field"),
-    ), variations=("timings",),
-        responses_404={"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
+    return Profile(
+        "llamacpp",
+        "llama.cpp llama-server, summer 2025",
+        "",
+        (
+            Quirk(
+                "usage.unrequested",
+                W,
+                "usage is sent although include_usage was not set",
+                ("https://github.com/ggml-org/llama.cpp/issues/12102",),
+                "usage_on_finish_chunk",
+            ),
+            Quirk(
+                "usage.choices",
+                W,
+                "usage rides on the finish chunk, whose choices are not empty",
+                ("https://github.com/ggml-org/llama.cpp/issues/15443",),
+                "usage_on_finish_chunk",
+            ),
+            Quirk(
+                "error.status",
+                F,
+                "a refused streaming request gets HTTP 200",
+                ("https://github.com/ggml-org/llama.cpp/issues/14566",),
+                "error_in_stream_field",
+            ),
+            Quirk(
+                "errors.in_stream",
+                F,
+                "the error is an error: field line, which SSE parsers ignore",
+                (
+                    "https://github.com/ggml-org/llama.cpp/issues/16104",
+                    "https://github.com/ggml-org/llama.cpp/pull/16109",
+                ),
+                "error_in_stream_field",
+            ),
+            Quirk(
+                "error.too_long",
+                F,
+                "a streamed prompt over the context gets that treatment too (a 400 since PR 16486)",
+                ("https://github.com/ggml-org/llama.cpp/pull/16486",),
+                "error_in_stream_field",
+            ),
+        ),
+        variations=("timings",),
+        responses_404={"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
+    )
 
 
 def _broken() -> Profile:
@@ -246,20 +357,26 @@ def _broken() -> Profile:
     `{"detail": ...}`. The Responses stream repeats a `sequence_number`, says one character more in
     `output_text.done` than its deltas did, and sends its terminal event twice.
     """
-    return Profile("broken", "several faults at once (not a real server)", "", (
-        Quirk("chat.done", F, "no data: [DONE]", (), "no_done"),
-        Quirk("chat.id", W, "every chunk has another id", (), "id_changes"),
-        Quirk("chat.role", F, "no role, ever", (), "no_role"),
-        Quirk("usage.counts", F, "total_tokens is one more than prompt + completion", (), "usage_total_wrong"),
-        Quirk("tools.header", W, "the call's id and type come on every fragment", (), "tool_id_every_fragment"),
-        Quirk("error.status", F, "a refused request gets a 500", (), "error_500_detail"),
-        Quirk("error.shape", F, 'the error body is {"detail": ...}', (), "error_500_detail"),
-        Quirk("error.not_json", F, "a body that is not JSON gets the same 500", (), "error_500_detail"),
-        Quirk("error.too_long", F, "a prompt over the context gets the same 500", (), "error_500_detail"),
-        Quirk("responses.sequence", F, "a sequence_number is repeated", (), "seq_repeat"),
-        Quirk("responses.done_matches", F, "output_text.done says more than its deltas", (), "done_text_differs"),
-        Quirk("responses.terminal", F, "the terminal event comes twice", (), "double_terminal"),
-    ), variations=("ping_comments",))
+    return Profile(
+        "broken",
+        "several faults at once (not a real server)",
+        "",
+        (
+            Quirk("chat.done", F, "no data: [DONE]", (), "no_done"),
+            Quirk("chat.id", W, "every chunk has another id", (), "id_changes"),
+            Quirk("chat.role", F, "no role, ever", (), "no_role"),
+            Quirk("usage.counts", F, "total_tokens is one more than prompt + completion", (), "usage_total_wrong"),
+            Quirk("tools.header", W, "the call's id and type come on every fragment", (), "tool_id_every_fragment"),
+            Quirk("error.status", F, "a refused request gets a 500", (), "error_500_detail"),
+            Quirk("error.shape", F, 'the error body is {"detail": ...}', (), "error_500_detail"),
+            Quirk("error.not_json", F, "a body that is not JSON gets the same 500", (), "error_500_detail"),
+            Quirk("error.too_long", F, "a prompt over the context gets the same 500", (), "error_500_detail"),
+            Quirk("responses.sequence", F, "a sequence_number is repeated", (), "seq_repeat"),
+            Quirk("responses.done_matches", F, "output_text.done says more than its deltas", (), "done_text_differs"),
+            Quirk("responses.terminal", F, "the terminal event comes twice", (), "double_terminal"),
+        ),
+        variations=("ping_comments",),
+    )
 
 
 def _llama_cpp_python() -> Profile:
@@ -290,26 +407,86 @@ def _llama_cpp_python() -> Profile:
     (capture `interrupted`).
     """
     cap = LLAMA_CPP_PYTHON_CAPTURES
-    return Profile("llama-cpp-python", "llama-cpp-python 0.3.36 server, gemma chat format", "", (
-        Quirk("usage.chunk", F, "stream_options.include_usage is ignored: no usage is streamed",
-              ("https://github.com/abetlen/llama-cpp-python/issues/1640",), "drop_usage", f"{cap}/include-usage.sse"),
-        Quirk("tools.required", F, 'tool_choice "required" is ignored: the answer is text', (), "required_ignored",
-              f"{cap}/tool-choice-required.sse"),
-        Quirk("tools.header", W, "a named call repeats its id and type in every fragment", (),
-              "tool_id_every_fragment", f"{cap}/tool-named.sse"),
-        Quirk("tools.name", F, "a named call repeats the function's whole name in every fragment", (),
-              "tool_name_every_fragment", f"{cap}/tool-named.sse"),
-        Quirk("chat.role_repeated", W, '"role": null on every delta of a call after the first', (),
-              "role_null_in_tool_calls", f"{cap}/tool-named.sse"),
-        Quirk("tools.legacy", W, "each call fragment is sent again as the deprecated function_call", (),
-              "legacy_function_call", f"{cap}/tool-named.sse"),
-        Quirk("error.status", F, "a request that fails validation gets a 500 quoting the server's source file", (),
-              "validation_500_traceback", f"{cap}/error-messages-not-list.sse"),
-        Quirk("error.not_json", F, 'a body that is not JSON gets a plain-text 500 "Internal Server Error"', (),
-              "not_json_500_text", f"{cap}/error-not-json.sse"),
-        Quirk("error.too_long", F, "a streamed prompt over the context gets a 200 with an empty body", (),
-              "too_long_empty_200", f"{cap}/prompt-over-context.sse"),
-    ), responses_404={"detail": "Not Found"})
+    return Profile(
+        "llama-cpp-python",
+        "llama-cpp-python 0.3.36 server, gemma chat format",
+        "",
+        (
+            Quirk(
+                "usage.chunk",
+                F,
+                "stream_options.include_usage is ignored: no usage is streamed",
+                ("https://github.com/abetlen/llama-cpp-python/issues/1640",),
+                "drop_usage",
+                f"{cap}/include-usage.sse",
+            ),
+            Quirk(
+                "tools.required",
+                F,
+                'tool_choice "required" is ignored: the answer is text',
+                (),
+                "required_ignored",
+                f"{cap}/tool-choice-required.sse",
+            ),
+            Quirk(
+                "tools.header",
+                W,
+                "a named call repeats its id and type in every fragment",
+                (),
+                "tool_id_every_fragment",
+                f"{cap}/tool-named.sse",
+            ),
+            Quirk(
+                "tools.name",
+                F,
+                "a named call repeats the function's whole name in every fragment",
+                (),
+                "tool_name_every_fragment",
+                f"{cap}/tool-named.sse",
+            ),
+            Quirk(
+                "chat.role_repeated",
+                W,
+                '"role": null on every delta of a call after the first',
+                (),
+                "role_null_in_tool_calls",
+                f"{cap}/tool-named.sse",
+            ),
+            Quirk(
+                "tools.legacy",
+                W,
+                "each call fragment is sent again as the deprecated function_call",
+                (),
+                "legacy_function_call",
+                f"{cap}/tool-named.sse",
+            ),
+            Quirk(
+                "error.status",
+                F,
+                "a request that fails validation gets a 500 quoting the server's source file",
+                (),
+                "validation_500_traceback",
+                f"{cap}/error-messages-not-list.sse",
+            ),
+            Quirk(
+                "error.not_json",
+                F,
+                'a body that is not JSON gets a plain-text 500 "Internal Server Error"',
+                (),
+                "not_json_500_text",
+                f"{cap}/error-not-json.sse",
+            ),
+            Quirk(
+                "error.too_long",
+                F,
+                "a streamed prompt over the context gets a 200 with an empty body",
+                (),
+                "too_long_empty_200",
+                f"{cap}/prompt-over-context.sse",
+            ),
+        ),
+        responses_404={"detail": "Not Found"},
+    )
 
 
 def _llama_server() -> Profile:
@@ -331,21 +508,52 @@ def _llama_server() -> Profile:
       `error-not-json`).
     """
     cap = LLAMA_SERVER_CAPTURES
-    return Profile("llama-server", "llama.cpp llama-server (as vendored by llama-cpp-python 0.3.36)", "", (
-        Quirk("responses.sequence", F, "Responses events carry no sequence_number",
-              ("https://github.com/ggml-org/llama.cpp/pull/24957",), "no_sequence_number",
-              f"{cap}/responses-text.sse"),
-        Quirk("responses.indexes", F, "Responses events carry no output_index or content_index",
-              ("https://github.com/ggml-org/llama.cpp/pull/24957",), "no_output_indexes", f"{cap}/responses-text.sse"),
-        Quirk("responses.incomplete", F, "an answer stopped by max_output_tokens ends response.completed", (),
-              "completed_at_cap", f"{cap}/responses-max-output-tokens.sse"),
-        Quirk("error.not_json", F, "a body that is not JSON gets a 500", (), "not_json_500",
-              f"{cap}/error-not-json.sse"),
-    ), variations=("timings",))
+    return Profile(
+        "llama-server",
+        "llama.cpp llama-server (as vendored by llama-cpp-python 0.3.36)",
+        "",
+        (
+            Quirk(
+                "responses.sequence",
+                F,
+                "Responses events carry no sequence_number",
+                ("https://github.com/ggml-org/llama.cpp/pull/24957",),
+                "no_sequence_number",
+                f"{cap}/responses-text.sse",
+            ),
+            Quirk(
+                "responses.indexes",
+                F,
+                "Responses events carry no output_index or content_index",
+                ("https://github.com/ggml-org/llama.cpp/pull/24957",),
+                "no_output_indexes",
+                f"{cap}/responses-text.sse",
+            ),
+            Quirk(
+                "responses.incomplete",
+                F,
+                "an answer stopped by max_output_tokens ends response.completed",
+                (),
+                "completed_at_cap",
+                f"{cap}/responses-max-output-tokens.sse",
+            ),
+            Quirk(
+                "error.not_json",
+                F,
+                "a body that is not JSON gets a 500",
+                (),
+                "not_json_500",
+                f"{cap}/error-not-json.sse",
+            ),
+        ),
+        variations=("timings",),
+    )
 
 
-PROFILES: dict[str, Profile] = {p.name: p for p in map(_profile, (_openai, _vllm, _ollama, _litellm, _llamacpp,
-                                                                      _broken, _llama_cpp_python, _llama_server))}
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in map(_profile, (_openai, _vllm, _ollama, _litellm, _llamacpp, _broken, _llama_cpp_python, _llama_server))
+}
 """Every profile, by name."""
 
 PROFILE_NAMES: tuple[str, ...] = tuple(PROFILES)
@@ -389,12 +597,12 @@ def _example(name: str, schema: Any) -> Any:
 
 def _arguments(parameters: Mapping[str, Any]) -> str:
     """Arguments that satisfy a function's JSON schema at its simplest: one example value per property."""
-    props = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
+    props = raw if isinstance(raw := parameters.get("properties"), dict) else {}
     return json.dumps({name: _example(name, schema) for name, schema in props.items()})
 
 
 def _pieces(text: str, size: int = 7) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def answer_episode(dialect: str, request: Mapping[str, Any]) -> Episode:
@@ -405,13 +613,22 @@ def answer_episode(dialect: str, request: Mapping[str, Any]) -> Episode:
     tool = _first_function(dialect, request)
     if dialect == "chat":
         if tool is not None:
-            frames = chat_tool_call_stream([("call_standin_1", tool["name"], _pieces(_arguments(tool["parameters"])))],
-                                           interleave=False, model=model, completion_id="chatcmpl-standin")
+            frames = chat_tool_call_stream(
+                [("call_standin_1", tool["name"], _pieces(_arguments(tool["parameters"])))],
+                interleave=False,
+                model=model,
+                completion_id="chatcmpl-standin",
+            )
         else:
             frames = chat_text_stream(ANSWER_PIECES, model=model, completion_id="chatcmpl-standin")
     elif tool is not None:
-        frames = responses_function_call_stream(_pieces(_arguments(tool["parameters"])), name=tool["name"],
-                                                call_id="call_standin_1", model=model, response_id="resp_standin")
+        frames = responses_function_call_stream(
+            _pieces(_arguments(tool["parameters"])),
+            name=tool["name"],
+            call_id="call_standin_1",
+            model=model,
+            response_id="resp_standin",
+        )
     else:
         frames = responses_text_stream(ANSWER_PIECES, model=model, response_id="resp_standin")
     return Episode(paced(frames, first=0.01, gap=0.002))
@@ -420,8 +637,14 @@ def answer_episode(dialect: str, request: Mapping[str, Any]) -> Episode:
 # -- the one place a profile applies ------------------------------------------------------------------------------
 
 
-def apply_profile(profile: Profile, answer: Episode | ErrorEpisode, *, dialect: str,
-                  request: Mapping[str, Any], not_json: bool = False) -> Episode | ErrorEpisode:
+def apply_profile(
+    profile: Profile,
+    answer: Episode | ErrorEpisode,
+    *,
+    dialect: str,
+    request: Mapping[str, Any],
+    not_json: bool = False,
+) -> Episode | ErrorEpisode:
     """What a server with `profile` sends instead of `answer` (the documented episode, or the documented error
     reply) to `request`, on the `dialect`'s route: the same steps and timing, the frames changed by the
     profile's faults, usage sent as the profile's usage rule says. `not_json`: the request's body was not
@@ -430,17 +653,24 @@ def apply_profile(profile: Profile, answer: Episode | ErrorEpisode, *, dialect: 
     if dialect == "responses" and profile.responses_404 is not None:
         return ErrorEpisode(404, dict(profile.responses_404))
     faults = [FAULTS[name] for name in profile.faults]
+    # A fault's kind says which of the two fixes its `apply` is ("error": the error reply's, else a stream's
+    # frames'), which Fault's one field cannot tell a type checker: the casts below state it.
     if isinstance(answer, ErrorEpisode):
         result: Episode | ErrorEpisode = answer
         for fault in faults:
             if fault.kind == "error" and isinstance(result, ErrorEpisode):
-                result = fault.apply(result, ctx)  # type: ignore[arg-type]
+                result = cast(ErrorFix, fault.apply)(result, ctx)
         return result
     frames = frames_of(answer.steps)
     if not any(f.owns_usage for f in faults if f.kind == dialect):
         frames = apply_usage_rule(frames, ctx)
     for fault in faults:
         if fault.kind == dialect:
-            frames = fault.apply(frames, ctx)  # type: ignore[arg-type]
-    return Episode(steps_from(answer.steps, frames), body=answer.body, headers=answer.headers,
-                   store_as=answer.store_as, stored=answer.stored)
+            frames = cast(StreamFix, fault.apply)(frames, ctx)
+    return Episode(
+        steps_from(answer.steps, frames),
+        body=answer.body,
+        headers=answer.headers,
+        store_as=answer.store_as,
+        stored=answer.stored,
+    )

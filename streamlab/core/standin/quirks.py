@@ -119,8 +119,7 @@ def _frame(slot: int, raw: bytes) -> Frame:
 
 def frames_of(steps: Sequence[Step]) -> list[Frame]:
     """Every frame of every `Send` step, tagged with the step's index."""
-    return [_frame(i, raw) for i, step in enumerate(steps) if isinstance(step, Send)
-            for raw in split_frames(step.data)]
+    return [_frame(i, raw) for i, step in enumerate(steps) if isinstance(step, Send) for raw in split_frames(step.data)]
 
 
 def steps_from(steps: Sequence[Step], frames: Sequence[Frame]) -> list[Step]:
@@ -176,6 +175,7 @@ def _omit_null_finish(frames: list[Frame], ctx: Context) -> list[Frame]:
         if "finish_reason" in choice and choice["finish_reason"] is None:
             del choice["finish_reason"]
         return choice
+
     return _map_choices(frames, fix)
 
 
@@ -184,6 +184,7 @@ def _role_every_delta(frames: list[Frame], ctx: Context) -> list[Frame]:
         if isinstance(choice.get("delta"), dict) and not choice["delta"].get("role"):
             choice["delta"] = {"role": "assistant", **choice["delta"]}
         return choice
+
     return _map_choices(frames, fix)
 
 
@@ -192,6 +193,7 @@ def _no_role(frames: list[Frame], ctx: Context) -> list[Frame]:
         if isinstance(choice.get("delta"), dict):
             choice["delta"].pop("role", None)
         return choice
+
     return _map_choices(frames, fix)
 
 
@@ -200,6 +202,7 @@ def _tool_finish_stop(frames: list[Frame], ctx: Context) -> list[Frame]:
         if choice.get("finish_reason") == "tool_calls":
             choice["finish_reason"] = "stop"
         return choice
+
     return _map_choices(frames, fix)
 
 
@@ -213,6 +216,7 @@ def _fragments(frames: list[Frame], fix: Callable[[dict[str, Any], dict[int, dic
                 first.setdefault(frag.get("index", -1), dict(frag))
                 fix(frag, first)
         return choice
+
     return _map_choices(frames, each)
 
 
@@ -226,21 +230,26 @@ def _tool_id_every_fragment(frames: list[Frame], ctx: Context) -> list[Frame]:
         for key in ("id", "type"):
             if key in opening and key not in frag:
                 frag[key] = opening[key]
+
     return _fragments(frames, fix)
 
 
 def _tool_call_in_one_chunk(frames: list[Frame], ctx: Context) -> list[Frame]:
     """Send each tool call whole, in one chunk, when its last fragment would have come (fragments of one choice)."""
     calls: dict[int, dict[str, Any]] = {}
-    tool_frames = [k for k, f in enumerate(frames) if f.chunk and any(
-        (c.get("delta") or {}).get("tool_calls") for c in f.obj["choices"] if isinstance(c, dict))]
+    tool_frames = [
+        k
+        for k, f in enumerate(frames)
+        if f.chunk and any((c.get("delta") or {}).get("tool_calls") for c in f.obj["choices"] if isinstance(c, dict))
+    ]
     if not tool_frames:
         return frames
     for k in tool_frames:
         for choice in frames[k].obj["choices"]:
             for frag in (choice.get("delta") or {}).get("tool_calls") or []:
-                call = calls.setdefault(frag.get("index", 0), {"id": None, "type": "function",
-                                                               "function": {"name": "", "arguments": ""}})
+                call = calls.setdefault(
+                    frag.get("index", 0), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 if "index" in frag:
                     call["index"] = frag["index"]
                 call["id"] = call["id"] or frag.get("id")
@@ -249,8 +258,10 @@ def _tool_call_in_one_chunk(frames: list[Frame], ctx: Context) -> list[Frame]:
                 call["function"]["arguments"] += fn.get("arguments") or ""
     first, last = frames[tool_frames[0]], frames[tool_frames[-1]]
     choice = dict(first.obj["choices"][0])
-    choice["delta"] = {**{k: v for k, v in choice["delta"].items() if k != "tool_calls"},
-                       "tool_calls": [calls[i] for i in sorted(calls)]}
+    choice["delta"] = {
+        **{k: v for k, v in choice["delta"].items() if k != "tool_calls"},
+        "tool_calls": [calls[i] for i in sorted(calls)],
+    }
     whole = replace(last, raw=None, obj={**first.obj, "choices": [choice]})
     out = []
     for k, frame in enumerate(frames):
@@ -270,8 +281,11 @@ def _usage_on_finish_chunk(frames: list[Frame], ctx: Context) -> list[Frame]:
     usage = next((f.obj["usage"] for f in frames if f.usage_only), None)
     frames = _without_usage(frames)
     if usage is None:
-        pieces = sum(1 for f in frames if f.chunk and any((c.get("delta") or {}).get("content")
-                                                          for c in f.obj["choices"] if isinstance(c, dict)))
+        pieces = sum(
+            1
+            for f in frames
+            if f.chunk and any((c.get("delta") or {}).get("content") for c in f.obj["choices"] if isinstance(c, dict))
+        )
         usage = chat_usage(12, pieces)
     out = []
     placed = False
@@ -300,8 +314,10 @@ def _usage_total_wrong(frames: list[Frame], ctx: Context) -> list[Frame]:
 def _timings(frames: list[Frame], ctx: Context) -> list[Frame]:
     """llama-server's `timings` object next to the usage (a field OpenAI does not send; harmless)."""
     timings = {"prompt_n": 12, "prompt_ms": 35.2, "predicted_n": 10, "predicted_ms": 180.4}
-    return [f.changed({**f.obj, "timings": timings}) if f.chunk and isinstance(f.obj.get("usage"), dict) else f
-            for f in frames]
+    return [
+        f.changed({**f.obj, "timings": timings}) if f.chunk and isinstance(f.obj.get("usage"), dict) else f
+        for f in frames
+    ]
 
 
 def _no_done(frames: list[Frame], ctx: Context) -> list[Frame]:
@@ -331,17 +347,19 @@ def _ping_comments(frames: list[Frame], ctx: Context) -> list[Frame]:
 
 def _tool_name_every_fragment(frames: list[Frame], ctx: Context) -> list[Frame]:
     """llama-cpp-python (a named tool_choice): the function's whole name in every fragment of the call."""
+
     def fix(frag: dict[str, Any], first: dict[int, dict[str, Any]]) -> None:
         name = (first.get(frag.get("index", -1), {}).get("function") or {}).get("name")
         if name:
-            frag["function"] = {"name": name, **{k: v for k, v in (frag.get("function") or {}).items()
-                                                 if k != "name"}}
+            frag["function"] = {"name": name, **{k: v for k, v in (frag.get("function") or {}).items() if k != "name"}}
+
     return _fragments(frames, fix)
 
 
 def _calls_tools(frame: Frame) -> bool:
-    return frame.chunk is not None and any(isinstance(c, dict) and (c.get("delta") or {}).get("tool_calls")
-                                           for c in frame.obj["choices"])
+    return frame.chunk is not None and any(
+        isinstance(c, dict) and (c.get("delta") or {}).get("tool_calls") for c in frame.obj["choices"]
+    )
 
 
 def _role_null_in_tool_calls(frames: list[Frame], ctx: Context) -> list[Frame]:
@@ -356,18 +374,21 @@ def _role_null_in_tool_calls(frames: list[Frame], ctx: Context) -> list[Frame]:
                 choice["delta"] = {"role": None, **{k: v for k, v in choice["delta"].items() if k != "role"}}
             seen.add(choice["index"])
         return choice
+
     return _map_choices(frames, fix)
 
 
 def _legacy_function_call(frames: list[Frame], ctx: Context) -> list[Frame]:
     """llama-cpp-python: each tool-call fragment is also sent as the deprecated `delta.function_call`."""
+
     def fix(choice: dict[str, Any]) -> dict[str, Any]:
         delta = choice.get("delta")
         calls = delta.get("tool_calls") if isinstance(delta, dict) else None
-        if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+        if isinstance(delta, dict) and isinstance(calls, list) and calls and isinstance(calls[0], dict):
             fn = calls[0].get("function") or {}
             delta["function_call"] = {k: fn[k] for k in ("name", "arguments") if k in fn}
         return choice
+
     return _map_choices(frames, fix)
 
 
@@ -380,10 +401,16 @@ def _required_ignored(frames: list[Frame], ctx: Context) -> list[Frame]:
     in text; only a tool_choice that names the function gets a call. The text keeps the answer's slots."""
     if ctx.request.get("tool_choice", "auto") not in ("required", "auto") or not any(_calls_tools(f) for f in frames):
         return frames
-    first = next((f.obj for f in frames if f.chunk is not None), {})
-    text = [_frame(0, raw) for raw in chat_text_stream(
-        TEXT_INSTEAD, include_usage=ctx.wants_usage, model=str(first.get("model", "model-a")),
-        completion_id=str(first.get("id", "chatcmpl-demo")))]
+    first: dict[str, Any] = next((f.obj for f in frames if f.chunk is not None), {})
+    text = [
+        _frame(0, raw)
+        for raw in chat_text_stream(
+            TEXT_INSTEAD,
+            include_usage=ctx.wants_usage,
+            model=str(first.get("model", "model-a")),
+            completion_id=str(first.get("id", "chatcmpl-demo")),
+        )
+    ]
     slots = [f.slot for f in frames]
     return [replace(f, slot=slots[min(k, len(slots) - 1)]) for k, f in enumerate(text)]
 
@@ -408,9 +435,14 @@ def _seq_repeat(frames: list[Frame], ctx: Context) -> list[Frame]:
 
 def _done_text_differs(frames: list[Frame], ctx: Context) -> list[Frame]:
     """`response.output_text.done` says one character more than its deltas did."""
-    return [f.changed({**f.obj, "text": f.obj["text"] + "!"}) if isinstance(f.obj, dict)
-            and f.obj.get("type") == "response.output_text.done" and isinstance(f.obj.get("text"), str) else f
-            for f in frames]
+    return [
+        f.changed({**f.obj, "text": f.obj["text"] + "!"})
+        if isinstance(f.obj, dict)
+        and f.obj.get("type") == "response.output_text.done"
+        and isinstance(f.obj.get("text"), str)
+        else f
+        for f in frames
+    ]
 
 
 def _double_terminal(frames: list[Frame], ctx: Context) -> list[Frame]:
@@ -421,13 +453,16 @@ def _double_terminal(frames: list[Frame], ctx: Context) -> list[Frame]:
     last = frames[typed[-1]]
     seq = last.obj.get("sequence_number")
     again = last.changed({**last.obj, "sequence_number": seq + 1 if isinstance(seq, int) else seq})
-    return frames[:typed[-1] + 1] + [again] + frames[typed[-1] + 1:]
+    return frames[: typed[-1] + 1] + [again] + frames[typed[-1] + 1 :]
 
 
 def _drop_keys(frames: list[Frame], keys: tuple[str, ...]) -> list[Frame]:
-    return [f.changed({k: v for k, v in f.obj.items() if k not in keys})
-            if isinstance(f.obj, dict) and isinstance(f.obj.get("type"), str) and any(k in f.obj for k in keys)
-            else f for f in frames]
+    return [
+        f.changed({k: v for k, v in f.obj.items() if k not in keys})
+        if isinstance(f.obj, dict) and isinstance(f.obj.get("type"), str) and any(k in f.obj for k in keys)
+        else f
+        for f in frames
+    ]
 
 
 def _no_sequence_number(frames: list[Frame], ctx: Context) -> list[Frame]:
@@ -451,8 +486,9 @@ def _completed_at_cap(frames: list[Frame], ctx: Context) -> list[Frame]:
     for f in frames:
         response = f.obj.get("response") if isinstance(f.obj, dict) else None
         usage = response.get("usage") if isinstance(response, dict) else None
-        if f.obj.get("type") == "response.completed" and isinstance(usage, dict):
-            given = usage.get("input_tokens") if isinstance(usage.get("input_tokens"), int) else 0
+        if f.obj.get("type") == "response.completed" and isinstance(usage, dict) and isinstance(response, dict):
+            tokens = usage.get("input_tokens")
+            given = tokens if isinstance(tokens, int) else 0
             usage = {**usage, "output_tokens": cap, "total_tokens": given + cap}
             f = f.changed({**f.obj, "response": {**response, "usage": usage}})
         out.append(f)
@@ -492,8 +528,10 @@ def _code(ep: ErrorEpisode) -> Any:
     return error.get("code") if isinstance(error, Mapping) else None
 
 
-TRACEBACK_TAIL = ('\n\n  File "/usr/lib/python3/site-packages/llama_cpp/server/app.py", line 376, in '
-                  'create_chat_completion\n    POST /v1/chat/completions')
+TRACEBACK_TAIL = (
+    '\n\n  File "/usr/lib/python3/site-packages/llama_cpp/server/app.py", line 376, in '
+    "create_chat_completion\n    POST /v1/chat/completions"
+)
 """How llama-cpp-python's 500 message ends: FastAPI's pointer into the server's source (the path shortened)."""
 
 
@@ -517,8 +555,10 @@ def _not_json_500(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
     """llama-server: a body that is not JSON is a 500 with nlohmann::json's parse error as the message."""
     if not ctx.not_json:
         return ep
-    message = ("[json.exception.parse_error.101] parse error at line 1, column 94: syntax error while parsing "
-               "array - unexpected end of input; expected ']'")
+    message = (
+        "[json.exception.parse_error.101] parse error at line 1, column 94: syntax error while parsing "
+        "array - unexpected end of input; expected ']'"
+    )
     return ErrorEpisode(500, {"error": {"code": 500, "message": message, "type": "server_error"}}, ep.headers, ep.wait)
 
 
@@ -530,53 +570,114 @@ def _too_long_empty_200(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode | Episod
     return Episode([])
 
 
-FAULTS: dict[str, Fault] = {f.name: f for f in (
-    Fault("omit_null_finish", "chat", _omit_null_finish, 'leaves "finish_reason" out while it is null'),
-    Fault("role_every_delta", "chat", _role_every_delta, 'repeats "role": "assistant" in every delta'),
-    Fault("no_role", "chat", _no_role, "never sends a role"),
-    Fault("tool_finish_stop", "chat", _tool_finish_stop, 'ends a tool call with finish_reason "stop"'),
-    Fault("tool_call_no_index", "chat", _tool_call_no_index, "sends tool-call fragments without an index"),
-    Fault("tool_id_every_fragment", "chat", _tool_id_every_fragment,
-          "repeats the call's id and type on every fragment"),
-    Fault("tool_call_in_one_chunk", "chat", _tool_call_in_one_chunk,
-          "sends each tool call whole, in one chunk (allowed: arguments need not be split)"),
-    Fault("drop_usage", "chat", _drop_usage, "never sends usage, whatever include_usage says", owns_usage=True),
-    Fault("usage_on_finish_chunk", "chat", _usage_on_finish_chunk,
-          "always sends usage, on the finish chunk (choices not empty)", owns_usage=True),
-    Fault("usage_chunk_with_choice", "chat", _usage_chunk_with_choice,
-          'gives the usage chunk a choice {"index": 0, "delta": {}}'),
-    Fault("usage_total_wrong", "chat", _usage_total_wrong, "reports a total_tokens one more than the sum"),
-    Fault("timings", "chat", _timings, "adds a timings object next to the usage (allowed: an extra field)"),
-    Fault("no_done", "chat", _no_done, "ends the body without data: [DONE]"),
-    Fault("id_changes", "chat", _id_changes, "gives every chunk another id"),
-    Fault("ping_comments", "chat", _ping_comments, "sends : ping comments between frames (allowed: comments)"),
-    Fault("tool_name_every_fragment", "chat", _tool_name_every_fragment,
-          "repeats the function's whole name in every fragment of a call"),
-    Fault("role_null_in_tool_calls", "chat", _role_null_in_tool_calls,
-          'sends "role": null on every delta after the first of a tool-call stream'),
-    Fault("legacy_function_call", "chat", _legacy_function_call,
-          "sends each tool-call fragment again as the deprecated function_call"),
-    Fault("required_ignored", "chat", _required_ignored,
-          'ignores tool_choice "required" (and "auto"): answers in text'),
-    Fault("seq_repeat", "responses", _seq_repeat, "repeats a sequence_number"),
-    Fault("no_sequence_number", "responses", _no_sequence_number, "sends events without sequence_number"),
-    Fault("no_output_indexes", "responses", _no_output_indexes,
-          "sends events without output_index and content_index"),
-    Fault("completed_at_cap", "responses", _completed_at_cap,
-          "runs to max_output_tokens and still ends response.completed"),
-    Fault("done_text_differs", "responses", _done_text_differs, "says more in output_text.done than in its deltas"),
-    Fault("double_terminal", "responses", _double_terminal, "sends the terminal event twice"),
-    Fault("error_flat_envelope", "error", _error_flat_envelope,
-          'answers errors with {"object": "error", "message": ...} instead of {"error": {...}}'),
-    Fault("error_in_stream_field", "error", _error_in_stream_field,
-          "answers a refused streaming request with 200 and an error: field line"),
-    Fault("error_500_detail", "error", _error_500_detail, 'answers errors with 500 {"detail": ...}'),
-    Fault("validation_500_traceback", "error", _validation_500_traceback,
-          "answers a request that fails validation with a 500 quoting the server's source file"),
-    Fault("not_json_500_text", "error", _not_json_500_text,
-          'answers a body that is not JSON with a plain-text 500 "Internal Server Error"'),
-    Fault("not_json_500", "error", _not_json_500, "answers a body that is not JSON with a 500"),
-    Fault("too_long_empty_200", "error", _too_long_empty_200,
-          "answers a streamed prompt over the context with a 200 and an empty body"),
-)}
+FAULTS: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault("omit_null_finish", "chat", _omit_null_finish, 'leaves "finish_reason" out while it is null'),
+        Fault("role_every_delta", "chat", _role_every_delta, 'repeats "role": "assistant" in every delta'),
+        Fault("no_role", "chat", _no_role, "never sends a role"),
+        Fault("tool_finish_stop", "chat", _tool_finish_stop, 'ends a tool call with finish_reason "stop"'),
+        Fault("tool_call_no_index", "chat", _tool_call_no_index, "sends tool-call fragments without an index"),
+        Fault(
+            "tool_id_every_fragment",
+            "chat",
+            _tool_id_every_fragment,
+            "repeats the call's id and type on every fragment",
+        ),
+        Fault(
+            "tool_call_in_one_chunk",
+            "chat",
+            _tool_call_in_one_chunk,
+            "sends each tool call whole, in one chunk (allowed: arguments need not be split)",
+        ),
+        Fault("drop_usage", "chat", _drop_usage, "never sends usage, whatever include_usage says", owns_usage=True),
+        Fault(
+            "usage_on_finish_chunk",
+            "chat",
+            _usage_on_finish_chunk,
+            "always sends usage, on the finish chunk (choices not empty)",
+            owns_usage=True,
+        ),
+        Fault(
+            "usage_chunk_with_choice",
+            "chat",
+            _usage_chunk_with_choice,
+            'gives the usage chunk a choice {"index": 0, "delta": {}}',
+        ),
+        Fault("usage_total_wrong", "chat", _usage_total_wrong, "reports a total_tokens one more than the sum"),
+        Fault("timings", "chat", _timings, "adds a timings object next to the usage (allowed: an extra field)"),
+        Fault("no_done", "chat", _no_done, "ends the body without data: [DONE]"),
+        Fault("id_changes", "chat", _id_changes, "gives every chunk another id"),
+        Fault("ping_comments", "chat", _ping_comments, "sends : ping comments between frames (allowed: comments)"),
+        Fault(
+            "tool_name_every_fragment",
+            "chat",
+            _tool_name_every_fragment,
+            "repeats the function's whole name in every fragment of a call",
+        ),
+        Fault(
+            "role_null_in_tool_calls",
+            "chat",
+            _role_null_in_tool_calls,
+            'sends "role": null on every delta after the first of a tool-call stream',
+        ),
+        Fault(
+            "legacy_function_call",
+            "chat",
+            _legacy_function_call,
+            "sends each tool-call fragment again as the deprecated function_call",
+        ),
+        Fault(
+            "required_ignored",
+            "chat",
+            _required_ignored,
+            'ignores tool_choice "required" (and "auto"): answers in text',
+        ),
+        Fault("seq_repeat", "responses", _seq_repeat, "repeats a sequence_number"),
+        Fault("no_sequence_number", "responses", _no_sequence_number, "sends events without sequence_number"),
+        Fault(
+            "no_output_indexes", "responses", _no_output_indexes, "sends events without output_index and content_index"
+        ),
+        Fault(
+            "completed_at_cap",
+            "responses",
+            _completed_at_cap,
+            "runs to max_output_tokens and still ends response.completed",
+        ),
+        Fault("done_text_differs", "responses", _done_text_differs, "says more in output_text.done than in its deltas"),
+        Fault("double_terminal", "responses", _double_terminal, "sends the terminal event twice"),
+        Fault(
+            "error_flat_envelope",
+            "error",
+            _error_flat_envelope,
+            'answers errors with {"object": "error", "message": ...} instead of {"error": {...}}',
+        ),
+        Fault(
+            "error_in_stream_field",
+            "error",
+            _error_in_stream_field,
+            "answers a refused streaming request with 200 and an error: field line",
+        ),
+        Fault("error_500_detail", "error", _error_500_detail, 'answers errors with 500 {"detail": ...}'),
+        Fault(
+            "validation_500_traceback",
+            "error",
+            _validation_500_traceback,
+            "answers a request that fails validation with a 500 quoting the server's source file",
+        ),
+        Fault(
+            "not_json_500_text",
+            "error",
+            _not_json_500_text,
+            'answers a body that is not JSON with a plain-text 500 "Internal Server Error"',
+        ),
+        Fault("not_json_500", "error", _not_json_500, "answers a body that is not JSON with a 500"),
+        Fault(
+            "too_long_empty_200",
+            "error",
+            _too_long_empty_200,
+            "answers a streamed prompt over the context with a 200 and an empty body",
+        ),
+    )
+}
 """Every fault a profile can name."""

@@ -24,8 +24,15 @@ from streamlab.core.shapes import error_body
 from streamlab.core.standin.actions import Reply
 
 __all__ = [
-    "RequestHead", "Request", "ReadBody", "MAX_HEAD_BYTES",
-    "request_line_reply", "head_end", "parse_head", "admit", "refusal",
+    "RequestHead",
+    "Request",
+    "ReadBody",
+    "MAX_HEAD_BYTES",
+    "request_line_reply",
+    "head_end",
+    "parse_head",
+    "admit",
+    "refusal",
 ]
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -36,8 +43,14 @@ _VERSION = re.compile(r"HTTP/(\d)\.(\d)")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 
-def refusal(status: int, message: str, *, param: str | None = None, code: str | None = None,
-            headers: tuple[tuple[str, str], ...] = ()) -> Reply:
+def refusal(
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> Reply:
     """An OpenAI-shaped `invalid_request_error` that closes the connection after unread input is drained."""
     return Reply(status, error_body(message, "invalid_request_error", code, param), headers, close=True, drain=True)
 
@@ -105,8 +118,11 @@ def request_line_reply(line: bytes) -> Reply | None:
     text = line.rstrip(b"\r\n").decode("latin-1")
     words = text.split(" ")
     if len(words) == 2 and words[0] == "GET":
-        return refusal(400, "HTTP/0.9 requests are not supported: send an HTTP/1.1 request line "
-                       "(method, target and version), then headers")
+        return refusal(
+            400,
+            "HTTP/0.9 requests are not supported: send an HTTP/1.1 request line "
+            "(method, target and version), then headers",
+        )
     if len(words) != 3 or not all(words):
         return refusal(400, f"malformed request line {_short(text)!r}: expected METHOD TARGET HTTP/1.1")
     method, target, version = words

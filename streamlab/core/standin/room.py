@@ -18,6 +18,7 @@ The room remembers at most `max_learners` learners; past that the one seen least
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,8 +39,18 @@ from streamlab.core.standin.script import (
 if TYPE_CHECKING:
     from streamlab.core.standin.profiles import Profile
 
-__all__ = ["Learner", "Options", "Room", "UsagePolicy", "learner_of", "ANONYMOUS", "DEFAULT_MAX_LEARNERS",
-           "DEFAULT_OPTIONS"]
+__all__ = [
+    "Learner",
+    "Options",
+    "Room",
+    "UsagePolicy",
+    "learner_of",
+    "learner_key",
+    "ANONYMOUS",
+    "MAX_KEY_CHARS",
+    "DEFAULT_MAX_LEARNERS",
+    "DEFAULT_OPTIONS",
+]
 
 ANONYMOUS = ""
 """The learner of requests without an `Authorization` header."""
@@ -49,14 +60,28 @@ DEFAULT_MAX_LEARNERS = 10_000
 UsagePolicy = Literal["requested", "scripted"]
 
 
+MAX_KEY_CHARS = 200
+"""The longest name a learner is kept under: a longer key is named by its start and a digest of all of it."""
+
+
+def learner_key(token: str) -> str:
+    """The name learner state is kept under for an API key: the key itself, or, past `MAX_KEY_CHARS`, its first
+    64 characters and a SHA-256 digest of the whole (still one name per key, but 60 KiB keys no longer cost
+    60 KiB each in every record and in the room)."""
+    if len(token) <= MAX_KEY_CHARS:
+        return token
+    digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{token[:64]}...#{digest}"
+
+
 def learner_of(head: RequestHead) -> str:
     """The learner a request belongs to: its bearer token (`Authorization: Bearer ada` -> "ada"), the whole
-    header value for another scheme, or `ANONYMOUS` without the header."""
+    header value for another scheme, or `ANONYMOUS` without the header; bounded by `learner_key`."""
     value = head.get("authorization")
     if value is None:
         return ANONYMOUS
     scheme, _, token = value.strip().partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else value.strip()
+    return learner_key(token.strip() if scheme.lower() == "bearer" else value.strip())
 
 
 @dataclass(frozen=True)
@@ -125,8 +150,13 @@ class Room:
         self.played: dict[tuple[int, bool], tuple[Episode, tuple[Action, ...]]] = {}  # see plan._memo_actions
         self.set_scripts(scripts, stored=stored)
 
-    def set_scripts(self, scripts: Mapping[str, ScriptValue], *,
-                    stored: Mapping[str, StoredResponse] | None = None, reset: bool = True) -> None:
+    def set_scripts(
+        self,
+        scripts: Mapping[str, ScriptValue],
+        *,
+        stored: Mapping[str, StoredResponse] | None = None,
+        reset: bool = True,
+    ) -> None:
         """Replace the scripts and add stored responses; with `reset`, every learner starts over."""
         normal, kept = normalise_scripts(scripts, stored)
         self.scripts = normal

@@ -58,29 +58,81 @@ class RoomScenario:
 
 
 ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
-    RoomScenario("ttft", "scheduled", "chat/completions", "a Chat Completions answer, first token after 0.30 s, "
-                 "then one every 0.05 s (20 tokens)", ("01", "04", "07", "08", "10")),
-    RoomScenario("responses", "responses", "responses", "the same schedule as a Responses stream",
-                 ("01", "03", "06", "08")),
-    RoomScenario("flaky", "flaky", "chat/completions", "HTTP 429 with retry-after-ms: 200 on the first request, "
-                 "the answer on the next", ("05", "06", "09", "10")),
-    RoomScenario("cutoff", "cutoff", "chat/completions", "the connection is cut inside a UTF-8 character on the "
-                 "first request; whole later", ("02", "05", "07", "09")),
-    RoomScenario("stall", "stall", "chat/completions", "two tokens, then only ': ping' keep-alive comments every "
-                 "second, forever", ("05", "06", "07", "09")),
-    RoomScenario("background", "bg", "responses", "a background Responses stream cut after 7 events; each learner "
-                 "resumes their own copy with GET /v1/responses/resp_demo?stream=true&starting_after=N",
-                 ("05", "06")),
-    RoomScenario("tools", "tools", "chat/completions", "two parallel tool calls (get_weather, get_time) whose "
-                 "argument fragments interleave", ("03", "06", "09")),
-    RoomScenario("tools-cut", "tools-cut", "chat/completions", "the same two tool calls, the connection cut in "
-                 "the middle of the second call's arguments (every time)", ("03", "06", "09")),
-    RoomScenario("error", "error-200", "chat/completions", "HTTP 200, two tokens, then an error object inside "
-                 "the stream and no [DONE]", ("03", "06", "07", "09")),
-    RoomScenario("length", "length", "chat/completions", 'five tokens, then finish_reason "length": an '
-                 "incomplete answer that ends cleanly", ("03", "06")),
-    RoomScenario("splits", "splits", "chat/completions", "an answer with CRLF line endings and a comment, written "
-                 "5 bytes at a time (chunks end inside UTF-8 characters and between CR and LF)", ("01", "02", "09")),
+    RoomScenario(
+        "ttft",
+        "scheduled",
+        "chat/completions",
+        "a Chat Completions answer, first token after 0.30 s, then one every 0.05 s (20 tokens)",
+        ("01", "04", "07", "08", "10"),
+    ),
+    RoomScenario(
+        "responses", "responses", "responses", "the same schedule as a Responses stream", ("01", "03", "06", "08")
+    ),
+    RoomScenario(
+        "flaky",
+        "flaky",
+        "chat/completions",
+        "HTTP 429 with retry-after-ms: 200 on the first request, the answer on the next",
+        ("05", "06", "09", "10"),
+    ),
+    RoomScenario(
+        "cutoff",
+        "cutoff",
+        "chat/completions",
+        "the connection is cut inside a UTF-8 character on the first request; whole later",
+        ("02", "05", "07", "09"),
+    ),
+    RoomScenario(
+        "stall",
+        "stall",
+        "chat/completions",
+        "two tokens, then only ': ping' keep-alive comments every second, forever",
+        ("05", "06", "07", "09"),
+    ),
+    RoomScenario(
+        "background",
+        "bg",
+        "responses",
+        "a background Responses stream cut after 7 events; each learner "
+        "resumes their own copy with GET /v1/responses/resp_demo?stream=true&starting_after=N",
+        ("05", "06"),
+    ),
+    RoomScenario(
+        "tools",
+        "tools",
+        "chat/completions",
+        "two parallel tool calls (get_weather, get_time) whose argument fragments interleave",
+        ("03", "06", "09"),
+    ),
+    RoomScenario(
+        "tools-cut",
+        "tools-cut",
+        "chat/completions",
+        "the same two tool calls, the connection cut in the middle of the second call's arguments (every time)",
+        ("03", "06", "09"),
+    ),
+    RoomScenario(
+        "error",
+        "error-200",
+        "chat/completions",
+        "HTTP 200, two tokens, then an error object inside the stream and no [DONE]",
+        ("03", "06", "07", "09"),
+    ),
+    RoomScenario(
+        "length",
+        "length",
+        "chat/completions",
+        'five tokens, then finish_reason "length": an incomplete answer that ends cleanly',
+        ("03", "06"),
+    ),
+    RoomScenario(
+        "splits",
+        "splits",
+        "chat/completions",
+        "an answer with CRLF line endings and a comment, written "
+        "5 bytes at a time (chunks end inside UTF-8 characters and between CR and LF)",
+        ("01", "02", "09"),
+    ),
 )
 """Every named scenario, in the order `--list` prints them."""
 
@@ -95,28 +147,38 @@ _BY_MODEL = {s.model: s for s in ROOM_SCENARIOS}
 
 def _ttft() -> Scenario:
     frames = shapes.chat_text_stream(_WORDS, model="scheduled")
-    steps = paced(frames[:2], first=0.30) + paced(frames[2:len(_WORDS) + 1], first=0.05, gap=0.05)
-    return {"scheduled": [Episode(steps + [Send(f) for f in frames[len(_WORDS) + 1:]])]}
+    steps = paced(frames[:2], first=0.30) + paced(frames[2 : len(_WORDS) + 1], first=0.05, gap=0.05)
+    return {"scheduled": [Episode(steps + [Send(f) for f in frames[len(_WORDS) + 1 :]])]}
 
 
 def _responses() -> Scenario:
     frames = shapes.responses_text_stream(_WORDS, model="responses")
     head = 4  # created, in_progress, output_item.added, content_part.added come with the first delta
-    steps = paced(frames[:head + 1], first=0.30) + paced(frames[head + 1:head + len(_WORDS)], first=0.05, gap=0.05)
-    return {"responses": [Episode(steps + [Send(f) for f in frames[head + len(_WORDS):]])]}
+    steps = paced(frames[: head + 1], first=0.30) + paced(frames[head + 1 : head + len(_WORDS)], first=0.05, gap=0.05)
+    return {"responses": [Episode(steps + [Send(f) for f in frames[head + len(_WORDS) :]])]}
 
 
 def _flaky() -> Scenario:
     frames = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="flaky")
-    return {"flaky": [error_episode(429, "stand-in: slow down", type="rate_limit_exceeded",
-                                    code="rate_limit_exceeded", retry_after_ms=200, retry_after=1),
-                      Episode(paced(frames, gap=0.05))]}
+    return {
+        "flaky": [
+            error_episode(
+                429,
+                "stand-in: slow down",
+                type="rate_limit_exceeded",
+                code="rate_limit_exceeded",
+                retry_after_ms=200,
+                retry_after=1,
+            ),
+            Episode(paced(frames, gap=0.05)),
+        ]
+    }
 
 
 def _cutoff() -> Scenario:
     frames = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="cutoff")
-    inside = frames[3][:frames[3].index(b"\xc3") + 1]  # stop after 0xC3, the lead byte of the two-byte "\u00f6"
-    first = [Send(f) for f in frames[:3]] + [Send(inside), Cut()]
+    inside = frames[3][: frames[3].index(b"\xc3") + 1]  # stop after 0xC3, the lead byte of the two-byte "\u00f6"
+    first: list[Step] = [*(Send(f) for f in frames[:3]), Send(inside), Cut()]
     return {"cutoff": [Episode(first), Episode([Send(f) for f in frames])]}
 
 
@@ -140,7 +202,7 @@ def _tools_cut() -> Scenario:
     frames = shapes.chat_tool_call_stream(model="tools-cut", interleave=False)
     # role + call 0's opening, its 3 fragments, call 1's opening and its first fragment ('{"city":'); the
     # connection then dies inside the frame that would finish call 1's arguments
-    middle = frames[6][:frames[6].index(b"Oslo")]
+    middle = frames[6][: frames[6].index(b"Oslo")]
     return {"tools-cut": [Episode(paced(frames[:6], gap=0.05) + [Wait(0.05), Send(middle), Cut()])]}
 
 
@@ -150,19 +212,21 @@ def _error() -> Scenario:
 
 
 def _length() -> Scenario:
-    frames = shapes.chat_text_stream(["The ", "answer ", "is ", "forty-", "two"], model="length",
-                                     finish_reason="length")
+    frames = shapes.chat_text_stream(
+        ["The ", "answer ", "is ", "forty-", "two"], model="length", finish_reason="length"
+    )
     return {"length": [Episode(paced(frames, gap=0.05))]}
 
 
 def _splits() -> Scenario:
-    frames = shapes.chat_text_stream(["Gr\u00fc\u00dfe ", "aus ", "K\u00f6ln ", "\U0001f642"], model="splits",
-                                     include_usage=False)  # no usage chunk: it could not be left out of 5-byte pieces
+    frames = shapes.chat_text_stream(
+        ["Gr\u00fc\u00dfe ", "aus ", "K\u00f6ln ", "\U0001f642"], model="splits", include_usage=False
+    )  # no usage chunk: it could not be left out of 5-byte pieces
     payload = b"".join(f.replace(b"\n", b"\r\n") for f in frames[:2]) + b": still there\r\n\r\n"
     payload += b"".join(f.replace(b"\n", b"\r\n") for f in frames[2:])
     steps: list[Step] = []
     for at in range(0, len(payload), 5):
-        steps += [Send(payload[at:at + 5]), Wait(0.005)]
+        steps += [Send(payload[at : at + 5]), Wait(0.005)]
     return {"splits": [Episode(steps[:-1])]}
 
 
@@ -198,4 +262,3 @@ def scenario(name: str) -> Scenario:
 def scenario_of(model: str | None) -> RoomScenario | None:
     """The room scenario that answers `model` (its model name), or None for a model of another script."""
     return None if model is None else _BY_MODEL.get(model)
-

@@ -23,9 +23,25 @@ from streamlab.core.shapes import error_body
 from streamlab.core.sse import parse
 
 __all__ = [
-    "Wait", "Send", "KeepAlive", "Stall", "Cut", "End", "Step", "STEP_TYPES",
-    "Episode", "ErrorEpisode", "error_episode", "paced", "split_frames", "frame_json",
-    "StoredResponse", "ScriptValue", "Script", "normalise_script", "normalise_scripts",
+    "Wait",
+    "Send",
+    "KeepAlive",
+    "Stall",
+    "Cut",
+    "End",
+    "Step",
+    "STEP_TYPES",
+    "Episode",
+    "ErrorEpisode",
+    "error_episode",
+    "paced",
+    "split_frames",
+    "frame_json",
+    "StoredResponse",
+    "ScriptValue",
+    "Script",
+    "normalise_script",
+    "normalise_scripts",
 ]
 
 
@@ -208,7 +224,7 @@ def split_frames(raw: bytes) -> list[bytes]:
     start = line_start = 0
     for m in _LINE_END.finditer(raw):
         if m.start() == line_start:  # an empty line ends the frame
-            frames.append(raw[start:m.end()])
+            frames.append(raw[start : m.end()])
             start = m.end()
         line_start = m.end()
     if start < len(raw):

@@ -46,9 +46,23 @@ class Tally:
             return tuple(plan.planned[:KEEP_SIZES]) if plan is not None else ()
 
         return ConnectionRecord(
-            self.number, self.client, self.passed[UP], self.passed[DOWN], self.dropped[UP], self.dropped[DOWN],
-            tuple(self.writes[UP]), tuple(self.writes[DOWN]), planned(UP), planned(DOWN), tuple(self.fired),
-            self.sender_closed[UP], self.sender_closed[DOWN], self.end, self.closed, self.duration)
+            self.number,
+            self.client,
+            self.passed[UP],
+            self.passed[DOWN],
+            self.dropped[UP],
+            self.dropped[DOWN],
+            tuple(self.writes[UP]),
+            tuple(self.writes[DOWN]),
+            planned(UP),
+            planned(DOWN),
+            tuple(self.fired),
+            self.sender_closed[UP],
+            self.sender_closed[DOWN],
+            self.end,
+            self.closed,
+            self.duration,
+        )
 
 
 class ChaosBook:
@@ -81,11 +95,13 @@ class ChaosBook:
             tally.passed[way] += size
             if len(tally.writes[way]) < KEEP_SIZES:
                 tally.writes[way].append(size)
+
         self._change(apply)
 
     def dropped(self, tally: Tally, way: Direction, size: int) -> None:
         def apply() -> None:
             tally.dropped[way] += size
+
         self._change(apply)
 
     def sender_closed(self, tally: Tally, way: Direction) -> None:
@@ -100,6 +116,7 @@ class ChaosBook:
     def closed(self, tally: Tally, duration: float) -> None:
         def apply() -> None:
             tally.closed, tally.duration = True, duration
+
         self._change(apply)
 
     def snapshot(self) -> list[ConnectionRecord]:

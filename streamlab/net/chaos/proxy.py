@@ -70,10 +70,10 @@ __all__ = ["ChaosProxy", "serve_chaos", "stop_chaos"]
 
 UP, DOWN = Direction.UP, Direction.DOWN
 READ_SIZE = 16 * 1024
-QUEUE_DEPTH = 64          # chunks queued per direction before the reader stops reading (back-pressure)
-CONNECT_TIMEOUT = 10.0    # seconds to reach the upstream server
-LINGER = 2.0              # seconds a cut connection keeps reading both peers so that both get a clean FIN
-ACK_WAIT = 2.0            # seconds a reset waits for the peer to acknowledge the last bytes before the RST
+QUEUE_DEPTH = 64  # chunks queued per direction before the reader stops reading (back-pressure)
+CONNECT_TIMEOUT = 10.0  # seconds to reach the upstream server
+LINGER = 2.0  # seconds a cut connection keeps reading both peers so that both get a clean FIN
+ACK_WAIT = 2.0  # seconds a reset waits for the peer to acknowledge the last bytes before the RST
 _EOF = object()
 
 
@@ -81,7 +81,7 @@ class _Teardown(Enum):
     """How `_Link._teardown` closes the two connections once their end is decided."""
 
     CLOSE = "close"  # close both (each gets a FIN, or a RST from its own kernel if it sent bytes not yet read)
-    CUT = "cut"      # FIN to both, then read both until they close, so that neither gets a RST
+    CUT = "cut"  # FIN to both, then read both until they close, so that neither gets a RST
     RESET = "reset"  # once the faulted direction's bytes are acknowledged, RST to both
     ABORT = "abort"  # close both at once, without waiting for anything (the proxy is stopping)
 
@@ -125,8 +125,9 @@ async def _read_to_end(reader: asyncio.StreamReader) -> None:
 class _Link:
     """One client connection and its upstream connection, with a reader and a writer task per direction."""
 
-    def __init__(self, proxy: ChaosProxy, rec: Tally, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, proxy: ChaosProxy, rec: Tally, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.proxy, self.book, self.rec = proxy, proxy._book, rec
         self.readers: dict[Direction, asyncio.StreamReader | None] = {UP: reader, DOWN: None}
         self.writers: dict[Direction, asyncio.StreamWriter | None] = {UP: None, DOWN: writer}  # by way written
@@ -339,22 +340,47 @@ class ChaosProxy:
     `await astart()` / `await astop()`, in the running loop. Stopping closes every connection through it.
     """
 
-    def __init__(self, upstream: tuple[str, int] | str, *, host: str = "127.0.0.1", port: int = 0, seed: int = 0,
-                 direction: Direction | str = Direction.DOWN, latency_ms: float = 0.0, jitter_ms: float = 0.0,
-                 bandwidth: int | None = None, slice_sizes: tuple[int, int] | None = None,
-                 slice_delay_ms: float = 0.0, cut_after: int | None = None, reset_after: int | None = None,
-                 stall_after: int | None = None) -> None:
+    def __init__(
+        self,
+        upstream: tuple[str, int] | str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        seed: int = 0,
+        direction: Direction | str = Direction.DOWN,
+        latency_ms: float = 0.0,
+        jitter_ms: float = 0.0,
+        bandwidth: int | None = None,
+        slice_sizes: tuple[int, int] | None = None,
+        slice_delay_ms: float = 0.0,
+        cut_after: int | None = None,
+        reset_after: int | None = None,
+        stall_after: int | None = None,
+    ) -> None:
         if isinstance(upstream, str):
             upstream = parse_hostport(upstream, option="upstream")
-        elif not (isinstance(upstream, tuple) and len(upstream) == 2 and isinstance(upstream[1], int)
-                  and 0 < upstream[1] < 65536):
+        elif not (
+            isinstance(upstream, tuple)
+            and len(upstream) == 2
+            and isinstance(upstream[1], int)
+            and 0 < upstream[1] < 65536
+        ):
             raise FaultSpecError("upstream", upstream, "expected (host, port) or 'HOST:PORT'")
         self.upstream: tuple[str, int] = (str(upstream[0]), upstream[1])
         self.host = host
         self._wanted_port = port
-        self.faults = FaultSpec(direction=direction, seed=seed, latency_ms=latency_ms, jitter_ms=jitter_ms,
-                                bandwidth=bandwidth, slice_sizes=slice_sizes, slice_delay_ms=slice_delay_ms,
-                                cut_after=cut_after, reset_after=reset_after, stall_after=stall_after)
+        self.faults = FaultSpec(
+            direction=direction,
+            seed=seed,
+            latency_ms=latency_ms,
+            jitter_ms=jitter_ms,
+            bandwidth=bandwidth,
+            slice_sizes=slice_sizes,
+            slice_delay_ms=slice_delay_ms,
+            cut_after=cut_after,
+            reset_after=reset_after,
+            stall_after=stall_after,
+        )
         self._book = ChaosBook()
         self._server: asyncio.AbstractServer | None = None
         self._address: tuple[str, int] | None = None
@@ -456,7 +482,8 @@ class ChaosProxy:
                 await link.run()
             except Exception as exc:  # a bug in the proxy: say so loudly, keep serving the other connections
                 asyncio.get_running_loop().call_exception_handler(
-                    {"message": f"streamlab chaos proxy: connection #{rec.number} failed", "exception": exc})
+                    {"message": f"streamlab chaos proxy: connection #{rec.number} failed", "exception": exc}
+                )
             finally:
                 self._links.discard(link)
         finally:
@@ -473,8 +500,9 @@ class ChaosProxy:
                 raise RuntimeError("this ChaosProxy was started with `await astart()`; it already runs")
             ready = threading.Event()
             self._failure = None
-            thread = threading.Thread(target=asyncio.run, args=(self._serve_in_thread(ready),),
-                                      name="streamlab-chaos", daemon=True)
+            thread = threading.Thread(
+                target=asyncio.run, args=(self._serve_in_thread(ready),), name="streamlab-chaos", daemon=True
+            )
             thread.start()
             ready.wait()
             if self._failure is not None:

@@ -24,6 +24,12 @@ the same in front of several upstreams given in order of preference, and adds wh
 * **`GET /metrics`**, the Prometheus text format (`streamlab.net.gateway.metrics`): TTFT and total-time
   histograms, endings by kind and upstream, attempts by result, tokens, each breaker's state.
 
+* **Credentials go only to the upstream they were configured for** (`CREDENTIALS`). An upstream can have
+  its own API key (`Upstream(name, url, key=...)`, or `NAME=URL#ENV_VAR` read from the environment): it gets
+  that key, never the client's. The client's own Authorization, OpenAI-Organization and OpenAI-Project go to
+  the first upstream only (when it has no key of its own); a backup without a key gets no credentials at
+  all, so failing over never hands the primary provider's key to another one.
+
 Stored responses: `GET /v1/responses/{id}` and `POST /v1/responses/{id}/cancel` name a response that lives on
 the upstream that created it, so the gateway remembers which upstream that was (for the last `HOMES` responses)
 and sends those requests there only; an id it does not know goes to the upstreams in order.
@@ -49,6 +55,7 @@ import copy
 import itertools
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -68,18 +75,44 @@ from streamlab.core.gateway.breaker import Breaker, Health, Permit, history_text
 from streamlab.core.gateway.log import log_line, log_record
 from streamlab.core.relay.stream import RelayedStream, capture_name, capture_record, dialect_of
 from streamlab.core.retry import parse_retry_after
+from streamlab.net.console import Outlet
 from streamlab.net.gateway.exchange import Exchange, Failure
 from streamlab.net.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from streamlab.net.relay.app import DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT
-from streamlab.net.relay.serving import ServedApp
-from streamlab.net.relay.upstream import FORWARD_REQUEST, forwarded_response_headers
+from streamlab.net.relay.serving import MAX_RECORDS, ServedApp
+from streamlab.net.relay.upstream import (
+    MAX_REQUEST_BYTES,
+    forwarded_request_headers,
+    forwarded_response_headers,
+    read_request_body,
+    too_large,
+)
 from streamlab.net.slot import Slot
 
-__all__ = ["Upstream", "upstreams_from", "GatewayConfig", "Gateway", "build_gateway_app", "serve_gateway",
-           "stop_gateway", "ManualClock", "DEFAULT_NAMES", "LOGGER", "HOMES"]
+__all__ = [
+    "Upstream",
+    "upstreams_from",
+    "GatewayConfig",
+    "Gateway",
+    "build_gateway_app",
+    "serve_gateway",
+    "stop_gateway",
+    "ManualClock",
+    "DEFAULT_NAMES",
+    "LOGGER",
+    "HOMES",
+    "CREDENTIALS",
+]
 
 LOGGER = logging.getLogger("streamlab.gateway")
-"""Where the log lines go (INFO, one JSON object per message); streamlab adds no handler."""
+"""Where the log lines go (INFO, one JSON object per message); streamlab adds no handler. The gateway hands
+each line to a writer thread (`streamlab.net.console.Outlet`), so a handler that blocks (a stderr nobody reads)
+never blocks the event loop; lines past its bounded queue are dropped, and a WARNING says how many."""
+
+
+def _dropped_lines(count: int) -> str:
+    return f"{count} gateway log line(s) dropped: the log handler did not keep up"
+
 
 DEFAULT_NAMES = ("primary", "secondary", "tertiary")
 """Names given to upstreams listed without one (then upstream4, upstream5...)."""
@@ -92,29 +125,53 @@ _NAMED = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]{0,39})=(.+)$")
 
 @dataclass(frozen=True)
 class Upstream:
-    """One upstream: a short name (a metrics label and a log field) and its base URL (e.g. `http://h:p/v1`)."""
+    """One upstream: a short name (a metrics label and a log field), its base URL (e.g. `http://h:p/v1`), and
+    the API key the gateway sends it (None: see `CREDENTIALS` for whose key, if any, it gets). The key is
+    never shown in a repr."""
 
     name: str
     url: str
+    key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"upstream {self.name!r}: the URL must start with http:// or https://, got {self.url!r}")
+        if self.key is not None and (not self.key or not self.key.isascii() or not self.key.isprintable()):
+            raise ValueError(f"upstream {self.name!r}: its API key must be printable ASCII and not empty")
+
+
+CREDENTIALS = ("authorization", "openai-organization", "openai-project")
+"""The request headers that say who pays, and the rule for where they go: credentials go only to the upstream
+they were configured for. An upstream with its own key (`Upstream.key`; `NAME=URL#ENV_VAR` reads it from that
+environment variable) gets `Authorization: Bearer KEY` and none of the client's credentials. The first upstream
+(the primary), when it has no key of its own, gets the client's Authorization, OpenAI-Organization and
+OpenAI-Project as they came: the client's key is for the primary provider. Every other upstream without a key
+gets none of them: on failover the client's key for the primary must not reach the backup (it had)."""
+
+
+def _key_from_env(name: str, variable: str) -> str:
+    value = os.environ.get(variable)
+    if not value:
+        raise ValueError(f"upstream {name!r}: its API key's environment variable {variable} is not set")
+    return value.strip()
 
 
 def upstreams_from(specs: Sequence[str | Upstream]) -> tuple[Upstream, ...]:
-    """Upstreams from `URL` or `NAME=URL` strings (or `Upstream`s), in order of preference; unnamed ones are
+    """Upstreams from `URL`, `NAME=URL` or either with `#ENV_VAR` (the upstream's API key is read from that
+    environment variable; see `CREDENTIALS`) strings, or `Upstream`s, in order of preference; unnamed ones are
     called primary, secondary, tertiary, upstream4... Names must be unique."""
     out: list[Upstream] = []
     for i, spec in enumerate(specs):
         if isinstance(spec, Upstream):
             out.append(spec)
             continue
+        spec, _, variable = spec.partition("#")
         m = _NAMED.match(spec)
         if m and not spec.startswith(("http://", "https://")):
-            out.append(Upstream(m.group(1), m.group(2)))
+            name, url = m.group(1), m.group(2)
         else:
-            out.append(Upstream(DEFAULT_NAMES[i] if i < len(DEFAULT_NAMES) else f"upstream{i + 1}", spec))
+            name, url = DEFAULT_NAMES[i] if i < len(DEFAULT_NAMES) else f"upstream{i + 1}", spec
+        out.append(Upstream(name, url, _key_from_env(name, variable) if variable else None))
     if not out:
         raise ValueError("a gateway needs at least one upstream")
     names = [u.name for u in out]
@@ -159,7 +216,8 @@ class GatewayConfig:
     `keepalive`, `read_timeout` and `capture` as in `streamlab.net.relay.app.RelayConfig` (`read_timeout` also
     bounds the wait for each upstream's status line and first event). `failure_threshold` and `cooldown`
     configure every breaker; `clock` is the breakers' clock (seconds, monotonic). `max_resumes` bounds the
-    resumes of one stream. `on_log` is called with each log record, on the server's thread.
+    resumes of one stream. `on_log` is called with each log record, on the server's thread. `max_body_bytes`
+    bounds a request body (a 413 past it).
     """
 
     upstreams: tuple[Upstream, ...]
@@ -171,6 +229,7 @@ class GatewayConfig:
     clock: Callable[[], float] = field(default=time.monotonic)
     capture: Path | None = None
     on_log: Callable[[dict[str, Any]], None] | None = None
+    max_body_bytes: int = MAX_REQUEST_BYTES
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "upstreams", upstreams_from(self.upstreams))
@@ -189,8 +248,10 @@ class GatewayState:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.upstreams = config.upstreams
-        self.breakers = {u.name: Breaker(failure_threshold=config.failure_threshold, cooldown=config.cooldown)
-                         for u in config.upstreams}
+        self.breakers = {
+            u.name: Breaker(failure_threshold=config.failure_threshold, cooldown=config.cooldown)
+            for u in config.upstreams
+        }
         self.lock = threading.Lock()  # breakers are used on the server's thread and read from others
         self.metrics = GatewayMetrics([u.name for u in config.upstreams], self.breaker_code)
         self.client: httpx.AsyncClient | None = None
@@ -199,18 +260,26 @@ class GatewayState:
         self.ids = itertools.count(1)
         self.perf = time.perf_counter  # stream timings (TTFT, total), as the relay measures them
         self.homes: OrderedDict[str, str] = OrderedDict()  # response id -> the upstream that created it
+        first = config.upstreams[0]
+        self.client_credentials_to = first if first.key is None else None  # the one upstream the client's key reaches
+        self.log_outlet: Outlet | None = None  # the log lines' writer thread, while the app runs
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=30.0)  # silence is watched by hand
-        self.client = httpx.AsyncClient(timeout=timeout, trust_env=False,
-                                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=20))
+        self.client = httpx.AsyncClient(
+            timeout=timeout, trust_env=False, limits=httpx.Limits(max_connections=None, max_keepalive_connections=20)
+        )
         self.stopping = asyncio.Event()
         self.loop = asyncio.get_running_loop()
+        self.log_outlet = Outlet(LOGGER.info, name="gateway-log", notice=_dropped_lines, notice_write=LOGGER.warning)
         try:
             yield
         finally:
             await self.client.aclose()
+            outlet, self.log_outlet = self.log_outlet, None
+            if outlet is not None:
+                outlet.close(1.0)  # shutting down: write what is queued, waiting 1 s at most for a slow handler
 
     # -- the breakers (every call under the lock, with the breakers' clock) --
 
@@ -226,8 +295,15 @@ class GatewayState:
             if isinstance(result, Health):
                 breaker.record(permit, result, now, detail=detail)
             else:
-                breaker.record(permit, result.ending, now, status=result.status, content=result.content,
-                               detail=result.detail, retry_after=result.retry_after)
+                breaker.record(
+                    permit,
+                    result.ending,
+                    now,
+                    status=result.status,
+                    content=result.content,
+                    detail=result.detail,
+                    retry_after=result.retry_after,
+                )
 
     def remember(self, response_id: str | None, upstream: str) -> None:
         """Note which upstream created a Responses response (the last `HOMES` are kept)."""
@@ -260,7 +336,9 @@ class GatewayState:
 
     async def handle(self, request: Request) -> Response:
         started = self.perf()
-        body = await request.body()
+        body = await read_request_body(request, self.config.max_body_bytes)
+        if body is None:
+            return too_large(self.config.max_body_bytes)
         return Exchange(self, request, body, started)
 
     async def metrics_page(self, request: Request) -> Response:
@@ -269,8 +347,14 @@ class GatewayState:
     def finished(self, exchange: Exchange) -> None:
         """A request is over: its log line, its metrics, its capture."""
         rs = exchange.rs
-        record = log_record(rs.summary(), request_id=exchange.request_id, upstream=exchange.answered_by,
-                            tried=exchange.tried, resumes=exchange.resumes, status=exchange.status_sent)
+        record = log_record(
+            rs.summary(),
+            request_id=exchange.request_id,
+            upstream=exchange.answered_by,
+            tried=exchange.tried,
+            resumes=exchange.resumes,
+            status=exchange.status_sent,
+        )
         if self.config.capture is not None and rs.keep_raw and rs.raw:
             name = capture_name(rs.stream_id, rs.model)
             folder = self.config.capture
@@ -279,24 +363,36 @@ class GatewayState:
             text = json.dumps(capture_record(bytes(rs.raw), record), ensure_ascii=False, indent=2)
             (folder / f"{name}.json").write_text(text + "\n", encoding="utf-8")
         self.metrics.observe(record)
-        if LOGGER.isEnabledFor(logging.INFO):
-            LOGGER.info(log_line(record))
+        if LOGGER.isEnabledFor(logging.INFO) and self.log_outlet is not None:
+            self.log_outlet.put(log_line(record))  # a handler that blocks must not block the event loop
         if self.config.on_log is not None:
             self.config.on_log(record)
 
-    def new_stream(self, request: Request, model: str | None, started: float, *,
-                   stream_id: int | None = None) -> RelayedStream:
+    def new_stream(
+        self, request: Request, model: str | None, started: float, *, stream_id: int | None = None
+    ) -> RelayedStream:
         """A `RelayedStream` for one answer to `request` (a new stream id unless given)."""
-        rs = RelayedStream(dialect=dialect_of(request.url.path), model=model, started=started,
-                           stream_id=next(self.ids) if stream_id is None else stream_id,
-                           route=f"{request.method} {request.url.path}")
+        rs = RelayedStream(
+            dialect=dialect_of(request.url.path),
+            model=model,
+            started=started,
+            stream_id=next(self.ids) if stream_id is None else stream_id,
+            route=f"{request.method} {request.url.path}",
+        )
         rs.keep_raw = self.config.capture is not None
         return rs
 
-    def forward_headers(self, request: Request) -> dict[str, str]:
-        headers = {k: v for k, v in request.headers.items() if k in FORWARD_REQUEST}
-        headers["accept-encoding"] = "identity"  # bytes are forwarded as they come: no compression to undo
-        return headers
+    def forward_headers(self, request: Request) -> dict[str, bytes]:
+        return forwarded_request_headers(request)
+
+    def headers_for(self, upstream: Upstream, headers: dict[str, bytes]) -> dict[str, bytes]:
+        """The client's forwarded `headers` as `upstream` may see them: the credentials of `CREDENTIALS`' rule."""
+        out = {k: v for k, v in headers.items() if k not in CREDENTIALS}
+        if upstream.key is not None:
+            out["authorization"] = b"Bearer " + upstream.key.encode("ascii")
+        elif upstream is self.client_credentials_to:
+            out.update((k, v) for k, v in headers.items() if k in CREDENTIALS)
+        return out
 
     @staticmethod
     def response_headers(upstream: httpx.Response) -> dict[str, str]:
@@ -332,18 +428,38 @@ class Gateway(ServedApp):
     marked final event, closes every connection and joins the thread.
     """
 
-    def __init__(self, upstreams: Sequence[str | Upstream], *, keepalive: float | None = DEFAULT_KEEPALIVE,
-                 read_timeout: float = DEFAULT_READ_TIMEOUT, failure_threshold: int = 3, cooldown: float = 30.0,
-                 max_resumes: int = 2, clock: Callable[[], float] = time.monotonic,
-                 capture: str | Path | None = None, host: str = "127.0.0.1", port: int = 0,
-                 on_log: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self.config = GatewayConfig(upstreams_from(upstreams), keepalive=keepalive, read_timeout=read_timeout,
-                                    failure_threshold=failure_threshold, cooldown=cooldown, max_resumes=max_resumes,
-                                    clock=clock, capture=None if capture is None else Path(capture),
-                                    on_log=self._record)
+    def __init__(
+        self,
+        upstreams: Sequence[str | Upstream],
+        *,
+        keepalive: float | None = DEFAULT_KEEPALIVE,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        failure_threshold: int = 3,
+        cooldown: float = 30.0,
+        max_resumes: int = 2,
+        clock: Callable[[], float] = time.monotonic,
+        capture: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
+        max_body_bytes: int = MAX_REQUEST_BYTES,
+        max_records: int = MAX_RECORDS,
+    ) -> None:
+        self.config = GatewayConfig(
+            upstreams_from(upstreams),
+            keepalive=keepalive,
+            read_timeout=read_timeout,
+            failure_threshold=failure_threshold,
+            cooldown=cooldown,
+            max_resumes=max_resumes,
+            clock=clock,
+            capture=None if capture is None else Path(capture),
+            on_log=self._record,
+            max_body_bytes=max_body_bytes,
+        )
         app = build_gateway_app(self.config)
         self._state: GatewayState = app.state.gateway
-        self._serve(app, self._state, host=host, port=port, name="gateway", on_record=on_log)
+        self._serve(app, self._state, host=host, port=port, name="gateway", on_record=on_log, max_records=max_records)
 
     @property
     def metrics_url(self) -> str:
@@ -387,14 +503,29 @@ class Gateway(ServedApp):
 _SLOT: Slot[Gateway] = Slot()
 
 
-def serve_gateway(upstreams: Sequence[str | Upstream], *, keepalive: float | None = DEFAULT_KEEPALIVE,
-                  read_timeout: float = DEFAULT_READ_TIMEOUT, failure_threshold: int = 3, cooldown: float = 30.0,
-                  max_resumes: int = 2, clock: Callable[[], float] = time.monotonic) -> Gateway:
+def serve_gateway(
+    upstreams: Sequence[str | Upstream],
+    *,
+    keepalive: float | None = DEFAULT_KEEPALIVE,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+    failure_threshold: int = 3,
+    cooldown: float = 30.0,
+    max_resumes: int = 2,
+    clock: Callable[[], float] = time.monotonic,
+) -> Gateway:
     """Start a gateway for a notebook, first stopping the one a previous call started (re-running the cell
     never leaks a server; at most one per process, also stopped when the interpreter exits)."""
-    return _SLOT.put(lambda: Gateway(upstreams, keepalive=keepalive, read_timeout=read_timeout,
-                                     failure_threshold=failure_threshold, cooldown=cooldown,
-                                     max_resumes=max_resumes, clock=clock).start())
+    return _SLOT.put(
+        lambda: Gateway(
+            upstreams,
+            keepalive=keepalive,
+            read_timeout=read_timeout,
+            failure_threshold=failure_threshold,
+            cooldown=cooldown,
+            max_resumes=max_resumes,
+            clock=clock,
+        ).start()
+    )
 
 
 def stop_gateway() -> None:

@@ -71,10 +71,18 @@ class GatewayBench:
     `bench.clock`). `usage` is the stand-ins' usage policy. Use as a context manager or start()/stop().
     """
 
-    def __init__(self, primary: Mapping[str, ScriptValue], backup: Mapping[str, ScriptValue], *,
-                 keepalive: float | None = 0.25, read_timeout: float = 1.0, failure_threshold: int = 3,
-                 cooldown: float = 30.0, clock: Callable[[], float] | None = None,
-                 usage: UsagePolicy = "scripted") -> None:
+    def __init__(
+        self,
+        primary: Mapping[str, ScriptValue],
+        backup: Mapping[str, ScriptValue],
+        *,
+        keepalive: float | None = 0.25,
+        read_timeout: float = 1.0,
+        failure_threshold: int = 3,
+        cooldown: float = 30.0,
+        clock: Callable[[], float] | None = None,
+        usage: UsagePolicy = "scripted",
+    ) -> None:
         self.clock = ManualClock() if clock is None else clock
         self._scripts = (primary, backup)
         self.keepalive, self.read_timeout = keepalive, read_timeout
@@ -90,27 +98,47 @@ class GatewayBench:
             self.primary = StandIn(self._scripts[0], usage=self._usage).start()
             self.backup = StandIn(self._scripts[1], usage=self._usage).start()
             self.proxy = ChaosProxy(("127.0.0.1", self.primary.port)).start()
-            self.gateway = Gateway([f"primary={self.proxy.url('/v1')}", f"backup={self.backup.base_url}"],
-                                   keepalive=self.keepalive, read_timeout=self.read_timeout,
-                                   failure_threshold=self.failure_threshold, cooldown=self.cooldown,
-                                   clock=self.clock).start()
+            self.gateway = Gateway(
+                [f"primary={self.proxy.url('/v1')}", f"backup={self.backup.base_url}"],
+                keepalive=self.keepalive,
+                read_timeout=self.read_timeout,
+                failure_threshold=self.failure_threshold,
+                cooldown=self.cooldown,
+                clock=self.clock,
+            ).start()
         except BaseException:
             self.stop()
             raise
         return self
 
-    def set_faults(self, *, cut_after: int | None = None, reset_after: int | None = None,
-                   stall_after: int | None = None, latency_ms: float = 0.0, slice_sizes: tuple[int, int] | None = None,
-                   direction: str = "down", seed: int = 0) -> ChaosProxy:
+    def set_faults(
+        self,
+        *,
+        cut_after: int | None = None,
+        reset_after: int | None = None,
+        stall_after: int | None = None,
+        latency_ms: float = 0.0,
+        slice_sizes: tuple[int, int] | None = None,
+        direction: str = "down",
+        seed: int = 0,
+    ) -> ChaosProxy:
         """Restart the chaos proxy in front of the primary, on the same port, with these faults (none: a clean
         path). Options as `ChaosProxy`'s; each connection gets its own byte counts."""
         if self.proxy is None or self.primary is None:
             raise RuntimeError("the bench is not running; call start() or use `with GatewayBench(...)`")
         port = self.proxy.port
         self.proxy.stop()
-        self.proxy = ChaosProxy(("127.0.0.1", self.primary.port), port=port, cut_after=cut_after,
-                                reset_after=reset_after, stall_after=stall_after, latency_ms=latency_ms,
-                                slice_sizes=slice_sizes, direction=direction, seed=seed).start()
+        self.proxy = ChaosProxy(
+            ("127.0.0.1", self.primary.port),
+            port=port,
+            cut_after=cut_after,
+            reset_after=reset_after,
+            stall_after=stall_after,
+            latency_ms=latency_ms,
+            slice_sizes=slice_sizes,
+            direction=direction,
+            seed=seed,
+        ).start()
         return self.proxy
 
     def stop(self) -> None:
@@ -131,15 +159,31 @@ class GatewayBench:
 _SLOT: Slot[GatewayBench] = Slot()
 
 
-def serve_bench(primary: Mapping[str, ScriptValue], backup: Mapping[str, ScriptValue], *,
-                keepalive: float | None = 0.25, read_timeout: float = 1.0, failure_threshold: int = 3,
-                cooldown: float = 30.0, clock: Callable[[], float] | None = None,
-                usage: UsagePolicy = "scripted") -> GatewayBench:
+def serve_bench(
+    primary: Mapping[str, ScriptValue],
+    backup: Mapping[str, ScriptValue],
+    *,
+    keepalive: float | None = 0.25,
+    read_timeout: float = 1.0,
+    failure_threshold: int = 3,
+    cooldown: float = 30.0,
+    clock: Callable[[], float] | None = None,
+    usage: UsagePolicy = "scripted",
+) -> GatewayBench:
     """Start a bench for a notebook, first stopping the one a previous call started (at most one per process,
     also stopped when the interpreter exits)."""
-    return _SLOT.put(lambda: GatewayBench(primary, backup, keepalive=keepalive, read_timeout=read_timeout,
-                                          failure_threshold=failure_threshold, cooldown=cooldown, clock=clock,
-                                          usage=usage).start())
+    return _SLOT.put(
+        lambda: GatewayBench(
+            primary,
+            backup,
+            keepalive=keepalive,
+            read_timeout=read_timeout,
+            failure_threshold=failure_threshold,
+            cooldown=cooldown,
+            clock=clock,
+            usage=usage,
+        ).start()
+    )
 
 
 def stop_bench() -> None:

@@ -25,6 +25,7 @@ moves bytes, races the upstream against the client and the clock, and carries th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -32,15 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from streamlab.core.endings import Ending, Outcome
+from streamlab.core.errors import InternalError
 from streamlab.core.gateway.breaker import Health, Permit, health_of
 from streamlab.core.gateway.fallback import Move, Situation, decide
 from streamlab.core.gateway.log import Attempt, AttemptNote, request_id_of
 from streamlab.core.relay.pacing import Due, Pacing
-from streamlab.core.relay.stream import BOM, RelayedStream, raises_in_sdk
+from streamlab.core.relay.stream import BOM, MAX_UNPARSED, RelayedStream, raises_in_sdk
 from streamlab.core.sse import SSEEvent, is_event_stream, parse
 from streamlab.net.relay.upstream import (
     STREAM_HEADERS,
@@ -49,6 +51,9 @@ from streamlab.net.relay.upstream import (
     cancel_all,
     connect_failure,
     disconnected,
+    internal_error,
+    json_reply,
+    read_reply,
     request_facts,
 )
 
@@ -71,12 +76,12 @@ class Failure:
     upstream: str
     ending: Ending
     detail: str = ""
-    status: int | None = None              # an error status, passed to the client as it came
-    answered: int | None = None            # the status line of a stream that died before its first event
-    body: Any = None                       # the upstream's JSON error body (or the text, wrapped)
+    status: int | None = None  # an error status, passed to the client as it came
+    answered: int | None = None  # the status line of a stream that died before its first event
+    body: bytes = b""  # the upstream's JSON error body as it came (or the text, wrapped)
     headers: dict[str, str] | None = None  # its headers a client's retry logic reads
     retry_after: float | None = None
-    content: Outcome | None = None         # for a stream that ended cleanly but failed (COMPLETE)
+    content: Outcome | None = None  # for a stream that ended cleanly but failed (COMPLETE)
     in_stream_error: bool = False
 
 
@@ -89,7 +94,7 @@ def _resumable_request(request: Request, body: bytes) -> bool:
         return request.query_params.get("stream", "").lower() == "true"
     try:
         obj = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(obj, dict) and obj.get("background") is True and obj.get("stream") is True
 
@@ -100,7 +105,7 @@ def _response_id(request: Request, first: SSEEvent | None) -> str | None:
         return request.path_params.get("response_id")
     try:
         obj = json.loads(first.data) if first is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     response = obj.get("response") if isinstance(obj, dict) else None
     rid = response.get("id") if isinstance(response, dict) else None
@@ -118,7 +123,7 @@ class Exchange(Response):
         self.status_code = 200
         self.background = None
         self.model = request_facts(request, body)[0]
-        rest = request.url.path[len("/v1"):]
+        rest = request.url.path[len("/v1") :]
         self.rest = rest + (f"?{request.url.query}" if request.url.query else "")
         self.headers_up = state.forward_headers(request)
         self.resumable = _resumable_request(request, body)
@@ -131,6 +136,10 @@ class Exchange(Response):
         self.resumes = 0
         self.head_sent = False
         self.body_sent = 0
+        self.body_ended = False
+        self.committed = False  # an upstream's answer was chosen: its bytes are the client's from here on
+        self.permit_open = False  # the current attempt's breaker permit has not been reported yet
+        self.error: InternalError | None = None  # the unexpected exception this request met, if any
 
     # -- the request, start to end --
 
@@ -140,7 +149,10 @@ class Exchange(Response):
         self.watch = asyncio.ensure_future(disconnected(receive))
         self.stop = asyncio.ensure_future(self.state.stopping.wait())
         try:
-            await self._run()
+            try:
+                await self._run()
+            except Exception as exc:  # outside any attempt (no permit is out): answer, record, go on
+                await self._end_broken(self._internal(exc, "the gateway"))
         finally:
             if not self.rs.done:  # cancelled from outside (the server shutting down hard)
                 self.rs.upstream_ended(Ending.STOPPED, self.state.perf(), "the gateway task was cancelled")
@@ -158,7 +170,7 @@ class Exchange(Response):
             if permit is None:
                 self.tried.append(AttemptNote(upstream.name, Attempt.REFUSED, detail="its circuit breaker is open"))
                 continue
-            failure = await self._attempt(upstream, permit, upstreams_left=len(upstreams) - i - 1)
+            failure = await self._guarded(upstream, permit, upstreams_left=len(upstreams) - i - 1)
             if failure is None:
                 return
             last = failure
@@ -167,15 +179,69 @@ class Exchange(Response):
         else:
             await self._all_refused()
 
+    async def _guarded(self, upstream: Upstream, permit: Permit, *, upstreams_left: int) -> Failure | None:
+        """`_attempt`, with any exception it did not expect made an `InternalError` and an outcome like any
+        other. Its permit is reported as neutral: released (a half-open breaker's probe had stayed out for ever,
+        and with one upstream every request got 503), but never counted against the upstream, since the
+        gateway's own failure proves nothing about it and a client must not be able to trip breakers by making
+        the gateway fail. Then failover or a 502 before the commit, the marked final event after it."""
+        self.permit_open = True
+        try:
+            return await self._attempt(upstream, permit, upstreams_left=upstreams_left)
+        except Exception as exc:
+            detail = self._internal(exc, f"{upstream.name}'s answer")
+            failure = Failure(upstream.name, Ending.BROKEN, detail)
+            verdict = decide(Situation(0, Ending.BROKEN, None, False, 0 if self.stop.done() else upstreams_left))
+            move = None if self.committed else verdict.move
+            if self.permit_open:
+                self._record(upstream.name, permit, Health.NEUTRAL, detail=detail)
+                self.tried.append(AttemptNote(upstream.name, Attempt.NEUTRAL, None, Ending.BROKEN, move, detail))
+            if move is Move.FAIL_OVER:
+                return failure
+            if self.committed or self.head_sent:
+                await self._end_broken(detail)
+            else:
+                await self._pass_failure(failure)
+            return None
+
+    def _internal(self, exc: Exception, where: str) -> str:
+        """Note an unexpected exception as this request's `InternalError`; its message (the log's detail)."""
+        self.error = internal_error(exc, where)
+        return str(self.error)
+
+    async def _end_broken(self, detail: str) -> None:
+        """End the client's side after an internal error: a 502 before the head, else the marked final event
+        (nothing more once the body has ended). The client may be gone already: that is not an error here."""
+        now = self.state.perf()
+        with contextlib.suppress(Exception):
+            if not self.head_sent:
+                self.rs.failed(Ending.BROKEN, now, status=502, detail=detail)
+                await self._respond(_error(502, "gateway_error", detail))
+            elif not self.body_ended:
+                final = b"" if self.rs.done else self.rs.upstream_ended(Ending.BROKEN, now, detail)
+                await self._body(final, more=False)
+        if not self.rs.done:
+            self.rs.upstream_ended(Ending.BROKEN, now, detail)
+
+    def _record(self, name: str, permit: Permit, result: Failure | Health, *, detail: str = "") -> None:
+        """Report the current attempt to its breaker (once: the permit is then no longer out)."""
+        self.permit_open = False
+        self.state.record(name, permit, result, detail=detail)
+
     async def _attempt(self, upstream: Upstream, permit: Permit, *, upstreams_left: int) -> Failure | None:
         """One upstream's turn. Returns a Failure when the request moves on to the next upstream, else None."""
         state, timeout = self.state, self.state.config.read_timeout
         assert state.client is not None
-        request = state.client.build_request(self.request.method, upstream.url.rstrip("/") + self.rest,
-                                             content=self.body, headers=self.headers_up)
+        request = state.client.build_request(
+            self.request.method,
+            upstream.url.rstrip("/") + self.rest,
+            content=self.body,
+            headers=self.state.headers_for(upstream, self.headers_up),
+        )
         sending = asyncio.ensure_future(state.client.send(request, stream=True))
-        done, _ = await asyncio.wait({sending, self.watch, self.stop}, timeout=timeout,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {sending, self.watch, self.stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
         if sending not in done:
             await cancel_all(sending)
             if self.watch in done:
@@ -190,34 +256,31 @@ class Exchange(Response):
             return await self._failed(permit, failure, upstreams_left)
         if response.status_code < 300 and is_event_stream(response.headers.get("content-type")):
             return await self._stream(upstream, permit, response, upstreams_left)
-        obj = await self._read_body(response)
-        headers = state.response_headers(response)
-        if response.status_code >= 300:
-            failure = Failure(upstream.name, Ending.HTTP_ERROR, f"HTTP {response.status_code}",
-                              status=response.status_code, body=obj, headers=headers,
-                              retry_after=state.retry_after(response))
+        reply = await read_reply(response, timeout=state.config.read_timeout)
+        obj, headers = reply.obj, state.response_headers(response)
+        if response.status_code >= 300 or reply.status is not None:
+            status = reply.status or response.status_code
+            detail = f"HTTP {response.status_code}" + (f": {reply.problem[:200]}" if reply.status else "")
+            failure = Failure(
+                upstream.name,
+                Ending.HTTP_ERROR,
+                detail,
+                status=status,
+                body=reply.payload,
+                headers=headers,
+                retry_after=state.retry_after(response),
+            )
             return await self._failed(permit, failure, upstreams_left)
-        state.record(upstream.name, permit, Health.OK, detail=f"HTTP {response.status_code}, not a stream")
+        self._record(upstream.name, permit, Health.OK, detail=f"HTTP {response.status_code}, not a stream")
         self.tried.append(AttemptNote(upstream.name, Attempt.OK, response.status_code, Ending.NOT_EVENT_STREAM))
         self.answered_by = upstream.name
         if isinstance(obj, dict) and obj.get("object") == "response" and isinstance(obj.get("id"), str):
             state.remember(obj["id"], upstream.name)
         self.rs.failed(Ending.NOT_EVENT_STREAM, state.perf(), status=response.status_code, detail="not a stream")
-        await self._respond(JSONResponse(obj, status_code=response.status_code, headers=headers))
+        await self._respond(
+            Response(reply.payload, status_code=response.status_code, headers=headers, media_type="application/json")
+        )
         return None
-
-    async def _read_body(self, response: httpx.Response) -> Any:
-        try:
-            raw = await asyncio.wait_for(response.aread(), self.state.config.read_timeout)
-        except (httpx.HTTPError, asyncio.TimeoutError) as exc:
-            raw = f"the upstream's {response.status_code} body could not be read: {type(exc).__name__}".encode()
-        finally:
-            await response.aclose()
-        try:
-            return json.loads(raw)
-        except ValueError:
-            text = raw.decode("utf-8", "replace")[:2000]
-            return {"error": {"message": text, "type": "upstream_error", "param": None, "code": None}}
 
     # -- failures before anything was sent --
 
@@ -226,9 +289,17 @@ class Exchange(Response):
         left = 0 if self.stop.done() else upstreams_left  # a stopping gateway starts nothing new
         verdict = decide(Situation(0, failure.ending, failure.status, failure.in_stream_error, left))
         health = health_of(failure.ending, status=failure.status, content=failure.content)
-        self.tried.append(AttemptNote(failure.upstream, Attempt.of(health), failure.status or failure.answered,
-                                      failure.ending, verdict.move, failure.detail))
-        self.state.record(failure.upstream, permit, failure)
+        self.tried.append(
+            AttemptNote(
+                failure.upstream,
+                Attempt.of(health),
+                failure.status or failure.answered,
+                failure.ending,
+                verdict.move,
+                failure.detail,
+            )
+        )
+        self._record(failure.upstream, permit, failure)
         if verdict.move is Move.FAIL_OVER:
             return failure
         await self._pass_failure(failure)
@@ -241,30 +312,43 @@ class Exchange(Response):
         self.answered_by = failure.upstream
         if self.head_sent:
             self.rs.status = 200
-            final = self.rs.upstream_ended(failure.ending if failure.ending in _DEATHS else Ending.BROKEN, now,
-                                           f"{failure.upstream}: {failure.detail}")
+            final = self.rs.upstream_ended(
+                failure.ending if failure.ending in _DEATHS else Ending.BROKEN,
+                now,
+                f"{failure.upstream}: {failure.detail}",
+            )
             await self._body(final, more=False)
             return
         if failure.status is not None:
             detail = f"{failure.upstream}: {failure.detail}"
             self.rs.failed(Ending.HTTP_ERROR, now, status=failure.status, detail=detail)
-            await self._respond(JSONResponse(failure.body, status_code=failure.status, headers=failure.headers))
+            await self._respond(
+                Response(
+                    failure.body, status_code=failure.status, headers=failure.headers, media_type="application/json"
+                )
+            )
             return
         status, code = {Ending.READ_TIMEOUT: (504, "upstream_timeout"), Ending.STOPPED: (503, "gateway_stopping")}.get(
-            failure.ending, (502, "upstream_unreachable"))
+            failure.ending, (502, "upstream_unreachable")
+        )
         self.rs.failed(failure.ending, now, status=status, detail=f"{failure.upstream}: {failure.detail}")
         await self._respond(_error(status, code, f"{failure.upstream}: {failure.detail}"))
 
     async def _all_refused(self) -> None:
         wait = self.state.retry_in()
         self.rs.failed(Ending.HTTP_ERROR, self.state.perf(), status=503, detail="every circuit breaker is open")
-        await self._respond(_error(503, "upstreams_unavailable",
-                                   f"every upstream's circuit breaker is open; retry in {wait:.3g} s",
-                                   {"retry-after": str(max(1, math.ceil(wait)))}))
+        await self._respond(
+            _error(
+                503,
+                "upstreams_unavailable",
+                f"every upstream's circuit breaker is open; retry in {wait:.3g} s",
+                {"retry-after": str(max(1, math.ceil(wait)))},
+            )
+        )
 
     def _client_left(self, name: str, permit: Permit, when: str) -> None:
         why = f"the client left {when}"
-        self.state.record(name, permit, Health.NEUTRAL, detail=why)
+        self._record(name, permit, Health.NEUTRAL, detail=why)
         self.tried.append(AttemptNote(name, Attempt.NEUTRAL, ending=Ending.CLIENT_GONE, detail=why))
         self.answered_by = name
         self.rs.client_gone(self.state.perf(), why)
@@ -272,8 +356,9 @@ class Exchange(Response):
 
     # -- a stream --
 
-    async def _stream(self, upstream: Upstream, permit: Permit, response: httpx.Response,
-                      upstreams_left: int) -> Failure | None:
+    async def _stream(
+        self, upstream: Upstream, permit: Permit, response: httpx.Response, upstreams_left: int
+    ) -> Failure | None:
         rs = self.state.new_stream(self.request, self.model, self.started, stream_id=self.rs.stream_id)
         rs.status = response.status_code
         reader = UpstreamReader(response, watch=self.watch, stop=self.stop, clock=self.state.perf)
@@ -286,14 +371,23 @@ class Exchange(Response):
                 return self._client_left(upstream.name, permit, "before the first event")
             held, first = value if kind == "commit" else (b"", None)
             if kind == "failed" or (first is not None and raises_in_sdk(first)):
-                failure = value if kind == "failed" else Failure(
-                    upstream.name, Ending.COMPLETE, "an error object as the first event", answered=rs.status,
-                    content=Outcome.FAILED, in_stream_error=True)
+                failure = (
+                    value
+                    if kind == "failed"
+                    else Failure(
+                        upstream.name,
+                        Ending.COMPLETE,
+                        "an error object as the first event",
+                        answered=rs.status,
+                        content=Outcome.FAILED,
+                        in_stream_error=True,
+                    )
+                )
                 verdict = decide(Situation(0, failure.ending, None, failure.in_stream_error, upstreams_left))
                 if kind == "failed" or verdict.move is Move.FAIL_OVER:
                     await reader.close()
                     return await self._failed(permit, failure, upstreams_left)
-            self.rs, self.answered_by = rs, upstream.name
+            self.rs, self.answered_by, self.committed = rs, upstream.name, True
             self.request_id = request_id_of(response.headers, first)
             self.response_id = _response_id(self.request, first)
             self.state.remember(self.response_id, upstream.name)
@@ -318,8 +412,9 @@ class Exchange(Response):
             if item.kind is Read.END:
                 assert item.ending is not None
                 content = rs.accumulator.outcome() if item.ending is Ending.COMPLETE else None
-                return "failed", Failure(name, item.ending, item.detail or "the body ended before its first event",
-                                         content=content)
+                return "failed", Failure(
+                    name, item.ending, item.detail or "the body ended before its first event", content=content
+                )
             if item.kind is Read.CHUNK:
                 pacing.restart_upstream(item.at)  # nothing went out: the downstream clock keeps running
                 rs.upstream(item.data, item.at)
@@ -339,7 +434,7 @@ class Exchange(Response):
         extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in self.state.response_headers(response).items()]
         await self._start(STREAM_HEADERS + extra + [(b"x-gateway-upstream", upstream.name.encode("latin-1"))])
         if self.body_sent and held.startswith(BOM):  # a BOM only counts at the very start of the body
-            held = held[len(BOM):]
+            held = held[len(BOM) :]
         await self._body(held)
 
     async def _forward(self, upstream: Upstream, permit: Permit, reader: UpstreamReader, rs: RelayedStream) -> None:
@@ -352,8 +447,8 @@ class Exchange(Response):
             now = item.at
             if item.kind is Read.CHUNK:
                 pacing.upstream(now)
-                await self._body(rs.upstream(item.data, now))
-                if _answered(rs):  # the terminal event went out: end the client's body now, then drain
+                await self._body(rs.forward(item.data, now))  # the bytes first, then the parse
+                if rs.answered:  # the terminal event went out: end the client's body now, then drain
                     final = rs.upstream_ended(Ending.COMPLETE, now)
                     if not recorded:  # the breaker hears first: a client's next request must see its new state
                         recorded = True
@@ -361,7 +456,10 @@ class Exchange(Response):
                     await self._body(final, more=False)
                     await reader.drain(config.read_timeout)
                     break
+                if not reader.queued or rs.unparsed >= MAX_UNPARSED:  # a burst is parsed in one go
+                    rs.catch_up()
                 continue
+            rs.catch_up()  # what follows reads the parse
             if item.kind is Read.GONE:
                 rs.client_gone(now, "the client closed the connection")
                 break
@@ -371,9 +469,13 @@ class Exchange(Response):
                     await self._body(rs.keepalive(now))
                 if due is not Due.READ_TIMEOUT:
                     continue
-            ending, detail = ((item.ending, item.detail) if item.kind is Read.END and item.ending is not None
-                              else (Ending.STOPPED, "the gateway is stopping") if item.kind is Read.STOP
-                              else (Ending.READ_TIMEOUT, f"nothing for {config.read_timeout:g} s"))
+            ending, detail = (
+                (item.ending, item.detail)
+                if item.kind is Read.END and item.ending is not None
+                else (Ending.STOPPED, "the gateway is stopping")
+                if item.kind is Read.STOP
+                else (Ending.READ_TIMEOUT, f"nothing for {config.read_timeout:g} s")
+            )
             content = rs.accumulator.outcome()
             finished = ending is Ending.COMPLETE and content in (Outcome.COMPLETE, Outcome.INCOMPLETE)
             if not finished and ending is not Ending.STOPPED:
@@ -395,28 +497,42 @@ class Exchange(Response):
         if not recorded:  # the client left
             self._note(upstream.name, permit, rs, None, rs.ending, rs.detail)
 
-    def _after_death(self, name: str, permit: Permit, rs: RelayedStream, ending: Ending, detail: str, *,
-                     record: bool) -> Move:
+    def _after_death(
+        self, name: str, permit: Permit, rs: RelayedStream, ending: Ending, detail: str, *, record: bool
+    ) -> Move:
         """The upstream died after the commit: ask the fallback rule what now, and note it (telling the breaker
         if `record`)."""
         parser = rs.parser
         boundary = parser is not None and not (parser.line_open or parser.in_event)
         acc = rs.accumulator
         cursor = getattr(acc, "last_sequence_number", None)
-        resumable = (self.resumable and cursor is not None and self.response_id is not None
-                     and self.resumes < self.state.config.max_resumes)
+        resumable = (
+            self.resumable
+            and cursor is not None
+            and self.response_id is not None
+            and self.resumes < self.state.config.max_resumes
+        )
         error = acc.outcome() is Outcome.FAILED and rs.sdk_raises
         verdict = decide(Situation(rs.events, ending, None, error, 0, resumable, boundary))
         self._note(name, permit, rs, verdict.move, ending, detail, record=record)
         return verdict.move
 
-    def _note(self, name: str, permit: Permit, rs: RelayedStream, move: Move | None, ending: Ending,
-              detail: str, *, record: bool = True) -> None:
+    def _note(
+        self,
+        name: str,
+        permit: Permit,
+        rs: RelayedStream,
+        move: Move | None,
+        ending: Ending,
+        detail: str,
+        *,
+        record: bool = True,
+    ) -> None:
         """Note how a committed attempt went in the log's `tried`, and tell the breaker (if `record`)."""
         content = rs.accumulator.outcome()
         health = health_of(ending, content=content)
         if record:
-            self.state.record(name, permit, health, detail=detail or str(ending))
+            self._record(name, permit, health, detail=detail or str(ending))
         self.tried.append(AttemptNote(name, Attempt.of(health), 200, ending, move, detail))
 
     async def _resume(self, upstream: Upstream, rs: RelayedStream) -> httpx.Response | None:
@@ -424,12 +540,13 @@ class Exchange(Response):
         response_id, cursor = self.response_id, getattr(rs.accumulator, "last_sequence_number", None)
         state = self.state
         assert state.client is not None
-        headers = {k: v for k, v in self.headers_up.items() if k != "content-type"}
+        headers = {k: v for k, v in self.state.headers_for(upstream, self.headers_up).items() if k != "content-type"}
         url = f"{upstream.url.rstrip('/')}/responses/{response_id}?stream=true&starting_after={cursor}"
         try:
             response = await asyncio.wait_for(
                 state.client.send(state.client.build_request("GET", url, headers=headers), stream=True),
-                state.config.read_timeout)
+                state.config.read_timeout,
+            )
         except (httpx.HTTPError, asyncio.TimeoutError):
             return None
         if response.status_code == 200 and is_event_stream(response.headers.get("content-type")):
@@ -448,6 +565,7 @@ class Exchange(Response):
     async def _body(self, data: bytes, *, more: bool = True) -> None:
         if data or not more:
             self.body_sent += len(data)
+            self.body_ended = not more
             await self.send({"type": "http.response.body", "body": data, "more_body": more})
 
     async def _respond(self, response: Response) -> None:
@@ -456,18 +574,10 @@ class Exchange(Response):
         await response(self.scope, self.receive, self.send)
 
 
-def _answered(rs: RelayedStream) -> bool:
-    """The answer reached its terminal event (complete, or incomplete by `length`...) and no event is open."""
-    parser = rs.parser
-    at_boundary = parser is not None and not (parser.line_open or parser.in_event)
-    return at_boundary and rs.accumulator.outcome() in (Outcome.COMPLETE, Outcome.INCOMPLETE)
-
-
 _DEATHS = frozenset({Ending.BROKEN, Ending.READ_TIMEOUT, Ending.INCOMPLETE_EVENT, Ending.COMPLETE, Ending.STOPPED})
 """Endings `RelayedStream.upstream_ended` knows how to mark; anything else is marked as a break."""
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
     body = {"error": {"message": f"gateway: {message}", "type": "gateway_error", "param": None, "code": code}}
-    return JSONResponse(body, status_code=status, headers=headers)
-
+    return json_reply(body, status, headers)

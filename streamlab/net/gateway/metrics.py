@@ -36,8 +36,14 @@ TIME_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60
 NO_UPSTREAM = "none"
 """The upstream label of a request no upstream answered."""
 
-FAMILIES = ("streamlab_gateway_ttft_seconds", "streamlab_gateway_stream_seconds", "streamlab_gateway_endings",
-            "streamlab_gateway_attempts", "streamlab_gateway_output_tokens", "streamlab_gateway_breaker_state")
+FAMILIES = (
+    "streamlab_gateway_ttft_seconds",
+    "streamlab_gateway_stream_seconds",
+    "streamlab_gateway_endings",
+    "streamlab_gateway_attempts",
+    "streamlab_gateway_output_tokens",
+    "streamlab_gateway_breaker_state",
+)
 """The metric family names, as `prometheus_client.parser.text_string_to_metric_families` reports them
 (counters without their `_total` suffix)."""
 
@@ -49,21 +55,44 @@ class GatewayMetrics:
     def __init__(self, upstreams: Sequence[str], breaker_code: Callable[[str], int]) -> None:
         self.registry = CollectorRegistry()
         reg = self.registry
-        self.ttft = Histogram("streamlab_gateway_ttft_seconds",
-                              "Seconds from the request to the first token sent to the client",
-                              ["upstream"], buckets=TIME_BUCKETS, registry=reg)
-        self.total = Histogram("streamlab_gateway_stream_seconds",
-                               "Seconds from the request to the end of the client's stream",
-                               ["upstream"], buckets=TIME_BUCKETS, registry=reg)
-        self.endings = Counter("streamlab_gateway_endings", "Requests by how they ended, per upstream",
-                               ["upstream", "ending", "outcome"], registry=reg)
-        self.attempts = Counter("streamlab_gateway_attempts",
-                                "Upstreams considered for a request, by result (ok, fault, neutral, refused)",
-                                ["upstream", "result"], registry=reg)
-        self.tokens = Counter("streamlab_gateway_output_tokens", "Output tokens reported in the upstreams' usage",
-                              ["upstream"], registry=reg)
-        self.breaker = Gauge("streamlab_gateway_breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open",
-                             ["upstream"], registry=reg)
+        self.ttft = Histogram(
+            "streamlab_gateway_ttft_seconds",
+            "Seconds from the request to the first token sent to the client",
+            ["upstream"],
+            buckets=TIME_BUCKETS,
+            registry=reg,
+        )
+        self.total = Histogram(
+            "streamlab_gateway_stream_seconds",
+            "Seconds from the request to the end of the client's stream",
+            ["upstream"],
+            buckets=TIME_BUCKETS,
+            registry=reg,
+        )
+        self.endings = Counter(
+            "streamlab_gateway_endings",
+            "Requests by how they ended, per upstream",
+            ["upstream", "ending", "outcome"],
+            registry=reg,
+        )
+        self.attempts = Counter(
+            "streamlab_gateway_attempts",
+            "Upstreams considered for a request, by result (ok, fault, neutral, refused)",
+            ["upstream", "result"],
+            registry=reg,
+        )
+        self.tokens = Counter(
+            "streamlab_gateway_output_tokens",
+            "Output tokens reported in the upstreams' usage",
+            ["upstream"],
+            registry=reg,
+        )
+        self.breaker = Gauge(
+            "streamlab_gateway_breaker_state",
+            "Circuit breaker state: 0 closed, 1 half-open, 2 open",
+            ["upstream"],
+            registry=reg,
+        )
         for name in upstreams:
             self.breaker.labels(name).set_function(lambda name=name: breaker_code(name))
 

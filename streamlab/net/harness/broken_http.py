@@ -21,8 +21,16 @@ from streamlab.core.sse import SSEEvent
 from streamlab.net.harness.peers import response_from_chunks
 
 __all__ = [
-    "HttpxIterLines", "HttpxLinesSample", "HTTP_GALLERY", "TEACHING_ORDER", "GALLERY", "SHOWCASE", "gallery",
-    "gallery_contender", "bug_of", "found_in",
+    "HttpxIterLines",
+    "HttpxLinesSample",
+    "HTTP_GALLERY",
+    "TEACHING_ORDER",
+    "GALLERY",
+    "SHOWCASE",
+    "gallery",
+    "gallery_contender",
+    "bug_of",
+    "found_in",
 ]
 
 
@@ -74,16 +82,28 @@ class HttpxLinesSample:
 
 
 HTTP_GALLERY: dict[str, GalleryEntry] = {
-    "httpx-iter-lines": GalleryEntry(HttpxIterLines, frozenset({"events", "retry_ms", "last_event_id"}),
-                                     "unicode-line-separators"),
+    "httpx-iter-lines": GalleryEntry(
+        HttpxIterLines, frozenset({"events", "retry_ms", "last_event_id"}), "unicode-line-separators"
+    ),
     "httpx-lines-sample": GalleryEntry(HttpxLinesSample, frozenset({"events"}), "spec-three-messages"),
 }
 """The gallery parsers that read their lines through httpx."""
 
 TEACHING_ORDER: tuple[str, ...] = (
-    "decode-each-chunk", "decoder+splitlines", "blank-line-is-LFLF", "data-needs-space", "dispatch-at-end",
-    "keeps-bom", "phantom-events", "retry-with-int", "strips-values", "chunk-ends-line", "httpx-iter-lines",
-    "find-the-bugs-snippet", "requests-lines-sample", "httpx-lines-sample",
+    "decode-each-chunk",
+    "decoder+splitlines",
+    "blank-line-is-LFLF",
+    "data-needs-space",
+    "dispatch-at-end",
+    "keeps-bom",
+    "phantom-events",
+    "retry-with-int",
+    "strips-values",
+    "chunk-ends-line",
+    "httpx-iter-lines",
+    "find-the-bugs-snippet",
+    "requests-lines-sample",
+    "httpx-lines-sample",
 )
 """Every gallery parser, in the order lab 02 shows them: one-method bugs first, whole sample parsers last."""
 

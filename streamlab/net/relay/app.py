@@ -3,8 +3,8 @@
 A relay is the backend most people end up writing in front of a model API: the browser or the SDK talks to
 it, it talks to the upstream. This one keeps the five rules of `streamlab.core.relay.stream.REQUIREMENTS`:
 
-1. It forwards each upstream chunk the moment it arrives (never a whole event held back) while the pure
-   `RelayedStream` parses it for the running summary.
+1. It forwards each upstream chunk the moment it arrives (never a whole event held back), and then the pure
+   `RelayedStream` parses it for the running summary (a burst of chunks in one go).
 2. While it streams it watches the client's side of the connection (ASGI `http.disconnect`); when the client
    leaves it cancels the upstream read and closes the upstream response at once, so the upstream sees its
    client go away (the stand-in records "client_gone").
@@ -50,35 +50,56 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from streamlab.core.endings import Ending
 from streamlab.core.relay.pacing import Due, Pacing
-from streamlab.core.relay.stream import RelayedStream, capture_name, capture_record, dialect_of, summary_line
+from streamlab.core.relay.stream import (
+    MAX_UNPARSED,
+    RelayedStream,
+    capture_name,
+    capture_record,
+    dialect_of,
+    summary_line,
+)
 from streamlab.core.sse import is_event_stream
-from streamlab.net.relay.serving import ServedApp
+from streamlab.net.relay.serving import MAX_RECORDS, ServedApp
 from streamlab.net.relay.upstream import (
-    FORWARD_REQUEST,
+    MAX_REQUEST_BYTES,
     STREAM_HEADERS,
     Read,
     UpstreamReader,
     cancel_all,
     connect_failure,
     disconnected,
+    forwarded_request_headers,
     forwarded_response_headers,
+    internal_error,
+    json_reply,
+    read_reply,
+    read_request_body,
     request_facts,
+    too_large,
 )
 from streamlab.net.slot import Slot
 
-__all__ = ["Relay", "RelayConfig", "build_app", "serve_relay", "stop_relay", "DEFAULT_KEEPALIVE",
-           "DEFAULT_READ_TIMEOUT"]
+__all__ = [
+    "Relay",
+    "RelayConfig",
+    "build_app",
+    "serve_relay",
+    "stop_relay",
+    "DEFAULT_KEEPALIVE",
+    "DEFAULT_READ_TIMEOUT",
+]
 
 DEFAULT_KEEPALIVE = 15.0
 """Seconds of silence before a keep-alive comment (proxies commonly drop connections idle for 30-60 s)."""
 DEFAULT_READ_TIMEOUT = 60.0
 """Seconds without a byte from the upstream after which the relay gives up on it."""
+
 
 @dataclass(frozen=True)
 class RelayConfig:
@@ -88,7 +109,7 @@ class RelayConfig:
     are appended after it). `keepalive` is the silence, in seconds, after which a keep-alive comment goes
     out (None: never). `read_timeout` is how long the upstream may send nothing before the relay gives up
     (for the status line too). `capture` is a folder for raw captures (None: none). `on_summary` is called
-    with each summary dict, on the server's thread.
+    with each summary dict, on the server's thread. `max_body_bytes` bounds a request body (a 413 past it).
     """
 
     upstream: str
@@ -96,6 +117,7 @@ class RelayConfig:
     read_timeout: float = DEFAULT_READ_TIMEOUT
     capture: Path | None = None
     on_summary: Callable[[dict[str, Any]], None] | None = None
+    max_body_bytes: int = MAX_REQUEST_BYTES
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -106,9 +128,9 @@ class RelayConfig:
             raise ValueError(f"read_timeout must be a positive number of seconds, got {self.read_timeout!r}")
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
     body = {"error": {"message": f"relay: {message}", "type": "relay_error", "param": None, "code": code}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return json_reply(body, status, headers)
 
 
 class _App:
@@ -127,8 +149,9 @@ class _App:
         # No environment proxies (the upstream is whatever the user named); no read timeout of httpx's own:
         # the relay watches upstream silence itself, so it can send keep-alives meanwhile.
         timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=30.0)
-        self.client = httpx.AsyncClient(timeout=timeout, trust_env=False,
-                                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=20))
+        self.client = httpx.AsyncClient(
+            timeout=timeout, trust_env=False, limits=httpx.Limits(max_connections=None, max_keepalive_connections=20)
+        )
         self.stopping = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         try:
@@ -137,26 +160,46 @@ class _App:
             await self.client.aclose()
 
     def upstream_url(self, request: Request) -> str:
-        rest = request.url.path[len("/v1"):] if request.url.path.startswith("/v1") else request.url.path
+        rest = request.url.path[len("/v1") :] if request.url.path.startswith("/v1") else request.url.path
         query = f"?{request.url.query}" if request.url.query else ""
         return self.config.upstream.rstrip("/") + rest + query
 
     async def handle(self, request: Request) -> Response:
-        """Every route: forward the request, then stream, pass an error through, or explain what failed."""
+        """Every route: forward the request, then stream, pass an error through, or explain what failed. An
+        exception nothing expected becomes an `InternalError`: a 502 in the OpenAI shape and its summary line
+        (it had been a bare-text 500 with no line at all)."""
         started = self.clock()
-        body = await request.body()
+        body = await read_request_body(request, self.config.max_body_bytes)
+        if body is None:
+            return too_large(self.config.max_body_bytes)
         model, wants_stream = request_facts(request, body)
-        rs = RelayedStream(dialect=dialect_of(request.url.path), model=model, started=started,
-                           stream_id=next(self.ids), route=f"{request.method} {request.url.path}")
-        headers = {k: v for k, v in request.headers.items() if k in FORWARD_REQUEST}
-        headers["accept-encoding"] = "identity"  # bytes are forwarded as they come: no compression to undo
+        rs = RelayedStream(
+            dialect=dialect_of(request.url.path),
+            model=model,
+            started=started,
+            stream_id=next(self.ids),
+            route=f"{request.method} {request.url.path}",
+        )
+        try:
+            return await self._forward(request, body, rs, wants_stream)
+        except Exception as exc:
+            detail = str(internal_error(exc, "the relay"))
+            if not rs.done:
+                rs.failed(Ending.BROKEN, self.clock(), status=502, detail=detail)
+            return self._done(rs, wants_stream, _error(502, "relay_error", detail))
+
+    async def _forward(self, request: Request, body: bytes, rs: RelayedStream, wants_stream: bool) -> Response:
+        """Send the request upstream; a stream to pump, or the reply to pass on."""
+        headers = forwarded_request_headers(request)
         assert self.client is not None
-        upstream_request = self.client.build_request(request.method, self.upstream_url(request),
-                                                     content=body, headers=headers)
+        upstream_request = self.client.build_request(
+            request.method, self.upstream_url(request), content=body, headers=headers
+        )
         watch = asyncio.ensure_future(disconnected(request.receive))
         sending = asyncio.ensure_future(self.client.send(upstream_request, stream=True))
-        done, _ = await asyncio.wait({sending, watch}, timeout=self.config.read_timeout,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {sending, watch}, timeout=self.config.read_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
         if sending not in done:
             await cancel_all(sending, watch)
             if watch in done:
@@ -166,12 +209,17 @@ class _App:
             return self._done(rs, wants_stream, _error(504, "upstream_timeout", rs.detail))
         try:
             upstream = sending.result()
-        except httpx.HTTPError as exc:
+        except Exception as exc:
             await cancel_all(watch)
+            if not isinstance(exc, httpx.HTTPError):
+                raise
             ending, detail = connect_failure(exc)
             rs.failed(ending, self.clock(), detail=detail)
-            return self._done(rs, wants_stream,
-                              _error(502, "upstream_unreachable", f"cannot reach {self.config.upstream}: {rs.detail}"))
+            return self._done(
+                rs,
+                wants_stream,
+                _error(502, "upstream_unreachable", f"cannot reach {self.config.upstream}: {rs.detail}"),
+            )
         rs.status = upstream.status_code
         if upstream.status_code < 300 and is_event_stream(upstream.headers.get("content-type")):
             return _StreamOut(self, upstream, rs, watch)
@@ -180,25 +228,24 @@ class _App:
 
     async def _pass_through(self, upstream: httpx.Response, rs: RelayedStream, wants_stream: bool) -> Response:
         """A reply that is not a stream (an error status, or a JSON answer): its status, JSON body and the
-        headers a client's retry logic reads, as they came."""
-        try:
-            raw = await asyncio.wait_for(upstream.aread(), self.config.read_timeout)
-        except (httpx.HTTPError, asyncio.TimeoutError) as exc:
-            raw = f"the upstream's {upstream.status_code} body could not be read: {type(exc).__name__}".encode()
-        finally:
-            await upstream.aclose()
+        headers a client's retry logic reads, as they came; read under `MAX_REPLY_BYTES` decoded bytes (past
+        them, or unreadable, a 502 says so)."""
+        reply = await read_reply(upstream, timeout=self.config.read_timeout)
         keep = forwarded_response_headers(upstream.headers)
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            text = raw.decode("utf-8", "replace")[:2000]
-            obj = {"error": {"message": text, "type": "upstream_error", "param": None, "code": None}}
-        if upstream.status_code >= 300:
-            rs.failed(Ending.HTTP_ERROR, self.clock(), status=upstream.status_code,
-                      detail=f"HTTP {upstream.status_code} passed through")
+        status = reply.status or upstream.status_code
+        if status >= 300:
+            why = f": {reply.problem[:200]}" if reply.status else ""
+            rs.failed(
+                Ending.HTTP_ERROR,
+                self.clock(),
+                status=status,
+                detail=f"HTTP {upstream.status_code} passed through{why}",
+            )
         else:
-            rs.failed(Ending.NOT_EVENT_STREAM, self.clock(), status=upstream.status_code, detail="not a stream")
-        return self._done(rs, wants_stream, JSONResponse(obj, status_code=upstream.status_code, headers=keep))
+            rs.failed(Ending.NOT_EVENT_STREAM, self.clock(), status=status, detail="not a stream")
+        return self._done(
+            rs, wants_stream, Response(reply.payload, status_code=status, headers=keep, media_type="application/json")
+        )
 
     def _done(self, rs: RelayedStream, wants_stream: bool, response: Response) -> Response:
         if wants_stream:
@@ -229,8 +276,9 @@ class _StreamOut(Response):
         self.watch = watch
         self.status_code = 200
         self.background = None
-        extra = [(k.encode("latin-1"), v.encode("latin-1"))
-                 for k, v in forwarded_response_headers(upstream.headers).items()]
+        extra = [
+            (k.encode("latin-1"), v.encode("latin-1")) for k, v in forwarded_response_headers(upstream.headers).items()
+        ]
         self.raw_headers = STREAM_HEADERS + extra
         rs.keep_raw = app.config.capture is not None
 
@@ -242,12 +290,26 @@ class _StreamOut(Response):
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             if await self._pump(send, reader):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception as exc:  # nothing expected it: the client still gets the marked final event
+            await self._broken(send, str(internal_error(exc, "the relay's stream")))
         finally:
-            if not self.rs.done:  # cancelled from outside (the server shutting down hard)
+            if not self.rs.done:  # cancelled from outside (the server shutting down hard): nothing more is sent
                 self.rs.upstream_ended(Ending.STOPPED, self.app.clock(), "the relay task was cancelled")
+                self.rs.marked = False  # so the summary does not claim a final event the client never got
             await reader.close()  # the upstream read first, then the upstream response
             await cancel_all(self.watch, stop)
             self.app.finished(self.rs)
+
+    async def _broken(self, send: Send, detail: str) -> None:
+        """End the body after an internal error: the marked final event, then the end (the summary says
+        `marked` only if it could be sent)."""
+        final = self.rs.upstream_ended(Ending.BROKEN, self.app.clock(), detail)
+        try:
+            if final:
+                await send({"type": "http.response.body", "body": final, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception:
+            self.rs.marked = False
 
     async def _pump(self, send: Send, reader: UpstreamReader) -> bool:
         """Move bytes until the stream ends. Returns False when the client left (nothing more may be sent)."""
@@ -255,11 +317,13 @@ class _StreamOut(Response):
         pacing = Pacing(keepalive=config.keepalive, read_timeout=config.read_timeout, now=self.app.clock())
         while True:
             item = await reader.next(pacing.wait(self.app.clock()))
-            if item.kind is Read.CHUNK:
-                out = rs.upstream(item.data, item.at)
+            if item.kind is Read.CHUNK:  # the bytes first; the parse when no chunk waits (a burst in one go)
+                out = rs.forward(item.data, item.at)
                 pacing.upstream(item.at)
                 if out:
                     await send({"type": "http.response.body", "body": out, "more_body": True})
+                if not reader.queued or rs.unparsed >= MAX_UNPARSED:
+                    rs.catch_up()
                 continue
             if item.kind is Read.GONE:
                 rs.client_gone(item.at, "the client closed the connection")
@@ -301,25 +365,43 @@ def build_app(config: RelayConfig) -> Starlette:
 class Relay(ServedApp):
     """The reference relay on a background thread (uvicorn), as a context manager.
 
-    `upstream` is the base URL to forward to; `keepalive`, `read_timeout`, `capture` as in `RelayConfig`;
-    `on_summary` is called with each summary dict (on the server's thread). `base_url` is what a client
-    uses (`http://127.0.0.1:PORT/v1`); `summaries` holds every finished stream's summary, in order.
+    `upstream` is the base URL to forward to; `keepalive`, `read_timeout`, `capture`, `max_body_bytes` as in
+    `RelayConfig`; `on_summary` is called with each summary dict (on the server's thread). `base_url` is what a
+    client uses (`http://127.0.0.1:PORT/v1`); `summaries` holds the last `max_records` finished streams'
+    summaries, in order.
     Stopping ends streams still running (with the marked final event), closes every connection and joins
     the thread.
     """
 
-    def __init__(self, upstream: str, *, keepalive: float | None = DEFAULT_KEEPALIVE,
-                 read_timeout: float = DEFAULT_READ_TIMEOUT, capture: str | Path | None = None,
-                 host: str = "127.0.0.1", port: int = 0,
-                 on_summary: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self.config = RelayConfig(upstream, keepalive=keepalive, read_timeout=read_timeout,
-                                  capture=None if capture is None else Path(capture), on_summary=self._record)
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        keepalive: float | None = DEFAULT_KEEPALIVE,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        capture: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_summary: Callable[[dict[str, Any]], None] | None = None,
+        max_body_bytes: int = MAX_REQUEST_BYTES,
+        max_records: int = MAX_RECORDS,
+    ) -> None:
+        self.config = RelayConfig(
+            upstream,
+            keepalive=keepalive,
+            read_timeout=read_timeout,
+            capture=None if capture is None else Path(capture),
+            on_summary=self._record,
+            max_body_bytes=max_body_bytes,
+        )
         app = build_app(self.config)
-        self._serve(app, app.state.relay, host=host, port=port, name="relay", on_record=on_summary)
+        self._serve(
+            app, app.state.relay, host=host, port=port, name="relay", on_record=on_summary, max_records=max_records
+        )
 
     @property
     def summaries(self) -> list[dict[str, Any]]:
-        """Every finished stream's summary so far, in the order they finished."""
+        """The last `max_records` finished streams' summaries, in the order they finished."""
         return self._recorded()
 
     def wait_for_summaries(self, count: int, timeout: float = 5.0) -> bool:
@@ -335,8 +417,13 @@ class Relay(ServedApp):
 _SLOT: Slot[Relay] = Slot()
 
 
-def serve_relay(upstream: str, *, keepalive: float | None = DEFAULT_KEEPALIVE,
-                read_timeout: float = DEFAULT_READ_TIMEOUT, capture: str | Path | None = None) -> Relay:
+def serve_relay(
+    upstream: str,
+    *,
+    keepalive: float | None = DEFAULT_KEEPALIVE,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+    capture: str | Path | None = None,
+) -> Relay:
     """Start a relay for a notebook, first stopping the one a previous call started (re-running the cell
     never leaks a server; at most one per process, also stopped when the interpreter exits)."""
     return _SLOT.put(lambda: Relay(upstream, keepalive=keepalive, read_timeout=read_timeout, capture=capture).start())

@@ -1,13 +1,15 @@
 """Any ASGI app under uvicorn on a background thread, and what the relay and the gateway share (I/O layer).
 
 `AppServer` serves one ASGI app on a socket bound in the caller's thread; `ServedApp` is the base of `Relay` and
-`Gateway` (start, stop running streams with their marked final event, keep finished records in order for
-callers). The notebook helpers around them (`serve_relay`, `serve_gateway`) hold their server in a
+`Gateway` (start, stop running streams with their marked final event, keep the last `MAX_RECORDS` finished
+records in order for callers: a ring, since a server that runs all day must not keep every summary).
+The notebook helpers around them (`serve_relay`, `serve_gateway`) hold their server in a
 `streamlab.net.slot.Slot`.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import socket
 import threading
@@ -17,7 +19,10 @@ from typing import Any, TypeVar
 
 import uvicorn
 
-__all__ = ["AppServer", "ServedApp"]
+__all__ = ["AppServer", "ServedApp", "MAX_RECORDS"]
+
+MAX_RECORDS = 10_000
+"""Finished records (summaries, log lines) a relay or gateway keeps for callers; older ones are forgotten."""
 
 
 class AppServer:
@@ -29,8 +34,9 @@ class AppServer:
     cancelled), joins the thread and closes the socket.
     """
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, graceful: float = 2.0,
-                 name: str = "asgi") -> None:
+    def __init__(
+        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, graceful: float = 2.0, name: str = "asgi"
+    ) -> None:
         self.app = app
         self.host = host
         self._requested_port = port
@@ -55,11 +61,19 @@ class AppServer:
             sock.close()
             raise
         self._sock = sock
-        config = uvicorn.Config(self.app, log_config=None, log_level="critical", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=int(self._graceful) or 1, http="h11")
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,
+            log_level="critical",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=int(self._graceful) or 1,
+            http="h11",
+        )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name=f"{self._name}:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name=f"{self._name}:{self.port}", daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:
@@ -118,18 +132,29 @@ class ServedApp:
     and `stopping` event once it runs; `_record` is what the app calls with each finished stream's record.
     """
 
-    def _serve(self, app: Any, state: Any, *, host: str, port: int, name: str,
-               on_record: Callable[[dict[str, Any]], None] | None) -> None:
+    def _serve(
+        self,
+        app: Any,
+        state: Any,
+        *,
+        host: str,
+        port: int,
+        name: str,
+        on_record: Callable[[dict[str, Any]], None] | None,
+        max_records: int = MAX_RECORDS,
+    ) -> None:
         self._app = app
         self._state = state
         self._on_record = on_record
-        self._records: list[dict[str, Any]] = []
+        self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_records)
+        self._count = 0  # records ever written (the ring forgets, this does not)
         self._cond = threading.Condition()
         self._server = AppServer(app, host=host, port=port, name=name)
 
     def _record(self, record: dict[str, Any]) -> None:
         with self._cond:
             self._records.append(record)
+            self._count += 1
             self._cond.notify_all()
         if self._on_record is not None:
             self._on_record(record)
@@ -139,9 +164,10 @@ class ServedApp:
             return list(self._records)
 
     def _wait_for_records(self, count: int, timeout: float) -> bool:
+        """Block until at least `count` records were ever written (forgotten ones count); False on timeout."""
         end = time.monotonic() + timeout
         with self._cond:
-            while len(self._records) < count:
+            while self._count < count:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
@@ -179,4 +205,3 @@ class ServedApp:
     def base_url(self) -> str:
         """What a client uses as its base URL: `http://HOST:PORT/v1`."""
         return f"{self._server.url}/v1"
-

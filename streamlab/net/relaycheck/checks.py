@@ -34,6 +34,7 @@ from streamlab.net.relaycheck.probe import (
     CHAT,
     DEATHS,
     DELTA,
+    HALF_AT,
     LINGER,
     PIECES,
     RESP,
@@ -61,37 +62,51 @@ def _raw_identical(run: CheckRun, raw: RawResult, model: str) -> tuple[bool, str
 def check_forwarding(run: CheckRun) -> None:
     """The text and the events arrive identical, for both dialects, and an honest early end stays one."""
     length_text = "".join(PIECES[:3])
-    cases = (("text and events identical (chat)", "check-chat", "chat", TEXT, Outcome.COMPLETE),
-             ("text and events identical (responses)", "check-responses", "responses", TEXT, Outcome.COMPLETE),
-             ("an answer cut by finish_reason length passes as is", "check-length", "chat", length_text,
-              Outcome.INCOMPLETE))
+    cases = (
+        ("text and events identical (chat)", "check-chat", "chat", TEXT, Outcome.COMPLETE),
+        ("text and events identical (responses)", "check-responses", "responses", TEXT, Outcome.COMPLETE),
+        ("an answer cut by finish_reason length passes as is", "check-length", "chat", length_text, Outcome.INCOMPLETE),
+    )
     with run.front():
         for name, model, dialect, text, outcome in cases:
             ok_raw, raw_evidence = _raw_identical(run, run.raw(model, dialect, outcome, len(text)), model)
-            ok_sdk, sdk_evidence = grade_sdk(run.sdk(model, dialect, outcome, len(text)), expected_text=text,
-                                             must_raise=False)
+            ok_sdk, sdk_evidence = grade_sdk(
+                run.sdk(model, dialect, outcome, len(text)), expected_text=text, must_raise=False
+            )
             run.add(name, 1, outcome, ok_raw and ok_sdk, f"{raw_evidence}; {sdk_evidence}")
 
 
 def check_halves(run: CheckRun) -> None:
-    """Bytes leave before their event is complete: half an event reaches the client while the upstream waits."""
+    """Bytes leave before their event is complete: half an event reaches the client while the upstream waits. The
+    half ends inside a UTF-8 character, so a relay that decodes text (and holds back what it cannot decode yet)
+    fails too."""
     with run.front():
         raw = run.raw("check-halves", "chat", Outcome.COMPLETE, len(TEXT))
         run.upstream_sent("check-halves")  # waits for the stand-in's record to finish: all its writes timed
         record = run.standin.records("check-halves")[-1]
-    first_half = CHAT[1][:len(CHAT[1]) // 2]
+    first_half = CHAT[1][:HALF_AT]  # ends inside the two bytes of "ü"
     # Look after the first event: its bytes start like the second's, and a match there would credit a relay
     # that holds whole events with forwarding half of one.
     first_end = raw.body.find(b"\n\n")
     where = raw.body.find(first_half, first_end + 2 if first_end >= 0 else 0)
     arrived = next((at for at, size in raw.arrivals if where >= 0 and size >= where + len(first_half)), None)
     if raw.status != 200 or arrived is None or len(record.write_times) < 3:
-        run.add("bytes leave before their event is complete", 1, Outcome.COMPLETE, False,
-                f"the first half of the event never reached the client (status {raw.status}) {raw.error}".strip())
+        run.add(
+            "bytes leave before their event is complete",
+            1,
+            Outcome.COMPLETE,
+            False,
+            f"the first half of the event never reached the client (status {raw.status}) {raw.error}".strip(),
+        )
         return
     lead = record.write_times[2] - arrived
-    evidence = (f"half an event reached the client {lead:.2f} s before the upstream wrote the rest" if lead > 0 else
-                f"half an event reached the client only {-lead:.2f} s after the upstream wrote the rest: held back")
+    evidence = (
+        f"half an event reached the client {lead:.2f} s before the upstream wrote the rest"
+        if lead > 0
+        else f"half an event reached the client only {-lead:.2f} s after the upstream wrote the rest: held back "
+        '(the half ends inside the two bytes of "\u00fc": a relay that waits for whole events or lines, '
+        "or decodes the bytes as text, holds it back)"
+    )
     run.add("bytes leave before their event is complete", 1, Outcome.COMPLETE, lead > 0, evidence)
 
 
@@ -106,14 +121,24 @@ def check_ttft(run: CheckRun) -> None:
     with run.front():
         relayed = [_ttft(run.raw("check-ttft", "chat", Outcome.COMPLETE, len(TEXT))) for _ in range(3)]
     if None in relayed or None in direct:
-        run.add("time to first token added by the relay", 1, Outcome.COMPLETE, False,
-                "the first token never arrived through the relay")
+        run.add(
+            "time to first token added by the relay",
+            1,
+            Outcome.COMPLETE,
+            False,
+            "the first token never arrived through the relay",
+        )
         return
     best_direct, best_relay = min(d for d in direct if d is not None), min(r for r in relayed if r is not None)
     added = best_relay - best_direct
-    run.add("time to first token added by the relay", 1, Outcome.COMPLETE, added <= run.options.ttft_bound,
-            f"{best_direct * 1000:.0f} ms direct, {best_relay * 1000:.0f} ms through the relay: "
-            f"{added * 1000:+.0f} ms (bound {run.options.ttft_bound * 1000:.0f} ms)")
+    run.add(
+        "time to first token added by the relay",
+        1,
+        Outcome.COMPLETE,
+        added <= run.options.ttft_bound,
+        f"{best_direct * 1000:.0f} ms direct, {best_relay * 1000:.0f} ms through the relay: "
+        f"{added * 1000:+.0f} ms (bound {run.options.ttft_bound * 1000:.0f} ms)",
+    )
 
 
 def check_slicing(run: CheckRun) -> None:
@@ -124,15 +149,22 @@ def check_slicing(run: CheckRun) -> None:
             ok_raw, raw_evidence = _raw_identical(run, run.raw(model, dialect, Outcome.COMPLETE, len(TEXT)), model)
             sdk = run.sdk(model, dialect, Outcome.COMPLETE, len(TEXT))
         ok_sdk, sdk_evidence = grade_sdk(sdk, expected_text=TEXT, must_raise=False)
-        run.add(f"chaos: 1-7 byte slices both ways ({dialect})", 1, Outcome.COMPLETE, ok_raw and ok_sdk,
-                f"{raw_evidence}; {sdk_evidence}")
+        run.add(
+            f"chaos: 1-7 byte slices both ways ({dialect})",
+            1,
+            Outcome.COMPLETE,
+            ok_raw and ok_sdk,
+            f"{raw_evidence}; {sdk_evidence}",
+        )
 
 
 def check_disconnects(run: CheckRun) -> None:
     """A client that leaves makes the upstream see its client leave, within the bound."""
     bound = run.options.disconnect_bound
-    cases = (("client leaves mid-stream (chat)", "check-hang", "chat", 1),
-             ("client leaves before the first token (responses)", "check-thinking", "responses", 0))
+    cases = (
+        ("client leaves mid-stream (chat)", "check-hang", "chat", 1),
+        ("client leaves before the first token (responses)", "check-thinking", "responses", 0),
+    )
     for name, model, dialect, leave_after in cases:
         with run.front():
             raw = run.raw(model, dialect, Outcome.CANCELLED, leave_after=leave_after)
@@ -141,20 +173,34 @@ def check_disconnects(run: CheckRun) -> None:
         if raw.status != 200:
             run.add(name, 2, Outcome.CANCELLED, False, f"the relay answered {raw.status} {raw.error}".strip())
         elif record.ending != "client_gone" or record.finished_at is None:
-            run.add(name, 2, Outcome.CANCELLED, False, f"{bound + 2.0:g} s after the client left, the upstream "
-                    f"request is still {record.ending} (the relay kept it open)")
+            run.add(
+                name,
+                2,
+                Outcome.CANCELLED,
+                False,
+                f"{bound + 2.0:g} s after the client left, the upstream "
+                f"request is still {record.ending} (the relay kept it open)",
+            )
         else:
             delay = max(record.finished_at - raw.closed_at, 0.0)
-            run.add(name, 2, Outcome.CANCELLED, delay <= bound, f"the upstream saw its client go {delay * 1000:.0f} "
-                    f"ms after the client left (bound {bound * 1000:.0f} ms)")
+            run.add(
+                name,
+                2,
+                Outcome.CANCELLED,
+                delay <= bound,
+                f"the upstream saw its client go {delay * 1000:.0f} "
+                f"ms after the client left (bound {bound * 1000:.0f} ms)",
+            )
 
 
 def check_keepalives(run: CheckRun) -> None:
     """Keep-alives during upstream silences, wherever the upstream stopped: the events never change."""
-    cases = (("stall between events (chat)", "check-ka-between", "chat", True),
-             ("stall inside an event, between its lines (responses)", "check-ka-in-event", "responses", False),
-             ("stall inside a line (chat)", "check-ka-mid-line", "chat", False),
-             ("stall between the CR and the LF of a CRLF (chat)", "check-ka-after-cr", "chat", False))
+    cases = (
+        ("stall between events (chat)", "check-ka-between", "chat", True),
+        ("stall inside an event, between its lines (responses)", "check-ka-in-event", "responses", False),
+        ("stall inside a line (chat)", "check-ka-mid-line", "chat", False),
+        ("stall between the CR and the LF of a CRLF (chat)", "check-ka-after-cr", "chat", False),
+    )
     with run.front():
         for name, model, dialect, beat_needed in cases:
             raw = run.raw(model, dialect, Outcome.COMPLETE, len(TEXT))
@@ -189,8 +235,10 @@ def header_bytes(standin: StandIn) -> int:
     """The size of the stand-in's status line and headers (they do not depend on the request; the Date
     header has a fixed width)."""
     body = b'{"model": "check-chaos", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
-    request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
     with socket.create_connection(("127.0.0.1", standin.port), timeout=5) as sock:
         sock.sendall(request)
         data = b""
@@ -202,8 +250,9 @@ def header_bytes(standin: StandIn) -> int:
     return data.index(b"\r\n\r\n") + 4
 
 
-def _chaos_case(run: CheckRun, dialect: str, faults: dict[str, Any], sent: bytes, all_delivered: bool
-                ) -> tuple[bool, str]:
+def _chaos_case(
+    run: CheckRun, dialect: str, faults: dict[str, Any], sent: bytes, all_delivered: bool
+) -> tuple[bool, str]:
     model = CHAOS_MODEL[dialect]
     with run.front(direction="down", seed=run.options.seed, **faults):
         raw = run.raw(model, dialect, Outcome.TRUNCATED)
@@ -218,9 +267,11 @@ def check_chaos(run: CheckRun) -> None:
     resp_at = len(b"".join(RESP[:DELTA])) + RESP[DELTA].index("\u00fc".encode()) + 1
     chat_at = len(b"".join(CHAT[:3])) + CHAT[3].index("\u00f6".encode()) + 1
     stall_at = len(b"".join(CHAT[:3]))
-    cases = (("chaos: cut down inside a UTF-8 character (responses)", "responses", "cut_after", resp_at, True),
-             ("chaos: reset down inside a UTF-8 character (chat)", "chat", "reset_after", chat_at, False),
-             ("chaos: stall down between events (chat)", "chat", "stall_after", stall_at, True))
+    cases = (
+        ("chaos: cut down inside a UTF-8 character (responses)", "responses", "cut_after", resp_at, True),
+        ("chaos: reset down inside a UTF-8 character (chat)", "chat", "reset_after", chat_at, False),
+        ("chaos: stall down between events (chat)", "chat", "stall_after", stall_at, True),
+    )
     for name, dialect, fault, at, all_delivered in cases:
         frames = FRAMES[dialect]
         wire = raw_offset(frames, head, at)
@@ -274,9 +325,11 @@ def check_fuzz(run: CheckRun) -> None:
         else:
             kinds[kind] += 1
     inside = sum(p.inside_utf8 for p in plan)
-    evidence = (f"{len(plan)} runs (seed {run.options.seed}): {kinds['complete']} complete, {kinds['marked']} "
-                f"ended with a marker, {kinds['refused']} refused with an error status; {inside} cut inside a "
-                "UTF-8 character")
+    evidence = (
+        f"{len(plan)} runs (seed {run.options.seed}): {kinds['complete']} complete, {kinds['marked']} "
+        f"ended with a marker, {kinds['refused']} refused with an error status; {inside} cut inside a "
+        "UTF-8 character"
+    )
     if failures:
         evidence = f"{len(failures)} of {len(plan)} runs failed; first: {failures[0]}"
     run.add("seeded fuzz: cuts and resets both ways", 4, Outcome.TRUNCATED, not failures, evidence)
@@ -300,14 +353,24 @@ def check_hangup_at_done(run: CheckRun) -> Callable[[], None]:
     if lines is None:
         passed, evidence = False, "no summary lines to read"
     elif not lines:
-        passed, evidence = False, ("no summary line: the client hung up at [DONE] while the relay still waited "
-                                   "for the upstream's end, and the code after the read loop never ran")
+        passed, evidence = (
+            False,
+            (
+                "no summary line: the client hung up at [DONE] while the relay still waited "
+                "for the upstream's end, and the code after the read loop never ran"
+            ),
+        )
     else:
         said = str(lines[-1].get("outcome"))
         passed = said == Outcome.COMPLETE.value
         evidence = f"the summary line came, saying {said}" + ("" if passed else " (the whole answer went through)")
-    return lambda: run.add("summary line when the client hangs up at [DONE]", 5, Outcome.COMPLETE,
-                           ok_sdk and passed, f"{sdk_evidence}; {evidence}")
+    return lambda: run.add(
+        "summary line when the client hangs up at [DONE]",
+        5,
+        Outcome.COMPLETE,
+        ok_sdk and passed,
+        f"{sdk_evidence}; {evidence}",
+    )
 
 
 def _lines_for(run: CheckRun, model: str) -> list[Any] | None:
@@ -329,8 +392,9 @@ CHECKS: tuple[tuple[int, Callable[[CheckRun], None]], ...] = (
 """Every check, with the requirement it grades, in the order they run."""
 
 
-def run_checks(report: RelayReport, relay: Any, standin: StandIn, port: int, options: CheckOptions,
-               log: Callable[[str], None]) -> None:
+def run_checks(
+    report: RelayReport, relay: Any, standin: StandIn, port: int, options: CheckOptions, log: Callable[[str], None]
+) -> None:
     """Run the checks of `options.requirements` against the relay; add their results to `report`."""
     standin.set_scripts(build_script(options))
     run = CheckRun(report, relay, standin, port, options, log)

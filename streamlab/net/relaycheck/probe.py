@@ -35,16 +35,45 @@ from streamlab.core.standin.script import Cut, Episode, Send, Stall, Wait, paced
 from streamlab.net.chaos.proxy import ChaosProxy
 from streamlab.net.standin.server import StandIn
 
-__all__ = ["CheckOptions", "CheckRun", "RawResult", "Death", "DEATHS", "build_script", "raw_stream", "sdk_stream",
-           "PIECES", "TEXT", "CHAT", "RESP", "DELTA", "HALF_GAP", "TTFT"]
+__all__ = [
+    "CheckOptions",
+    "CheckRun",
+    "RawResult",
+    "Death",
+    "DEATHS",
+    "build_script",
+    "raw_stream",
+    "sdk_stream",
+    "PIECES",
+    "TEXT",
+    "CHAT",
+    "RESP",
+    "DELTA",
+    "ABOUT",
+    "HALF_AT",
+    "HALF_GAP",
+    "TTFT",
+]
 
-PIECES = ["Gr\u00fc\u00dfe ", "aus ", "K\u00f6ln, ", "na\u00efve ", "caf\u00e9 ", "\u2014 ", "\u65e5\u672c ",
-          "\U0001f389"]  # two-, three- and four-byte characters: cuts land inside them
+PIECES = [
+    "Gr\u00fc\u00dfe ",
+    "aus ",
+    "K\u00f6ln, ",
+    "na\u00efve ",
+    "caf\u00e9 ",
+    "\u2014 ",
+    "\u65e5\u672c ",
+    "\U0001f389",
+]  # two-, three- and four-byte characters: cuts land inside them
 TEXT = "".join(PIECES)
 CHAT = shapes.chat_text_stream(PIECES, model="stand-in")
 RESP = shapes.responses_text_stream(PIECES, model="stand-in")
 DELTA = 4  # RESP[DELTA] is the first response.output_text.delta ("Grüße ")
 HALF_GAP = 1.0  # seconds between the two halves of one event (a wide margin: the check is an ordering)
+HALF_AT = CHAT[1].index("\u00fc".encode()) + 1
+"""Where the halves check splits the first content event: inside the two bytes of "ü", so that a relay which
+decodes text (httpx's `aiter_text()`, a decoder of its own) holds back the byte it cannot decode yet, as surely as
+a relay that waits for whole lines or events holds back the rest."""
 TTFT = 0.3  # the scripted time to first token
 LINGER = 0.5  # seconds the upstream keeps its body open after data: [DONE] (the SDK hangs up first)
 
@@ -63,12 +92,16 @@ class CheckOptions:
 
     def __post_init__(self) -> None:
         if not (0 < self.keepalive and 4 * self.keepalive < self.read_timeout):
-            raise ValueError(f"the keep-alive checks stall the upstream for 4 x keepalive ({4 * self.keepalive:g} s), "
-                             f"which must stay under read_timeout ({self.read_timeout:g} s)")
+            raise ValueError(
+                f"the keep-alive checks stall the upstream for 4 x keepalive ({4 * self.keepalive:g} s), "
+                f"which must stay under read_timeout ({self.read_timeout:g} s)"
+            )
         if self.read_timeout < HALF_GAP + 0.5:
-            raise ValueError(f"the halves check leaves the upstream silent for {HALF_GAP:g} s inside an event; "
-                             f"read_timeout ({self.read_timeout:g} s) must exceed it by at least 0.5 s, or a relay "
-                             "would rightly give up on a healthy upstream")
+            raise ValueError(
+                f"the halves check leaves the upstream silent for {HALF_GAP:g} s inside an event; "
+                f"read_timeout ({self.read_timeout:g} s) must exceed it by at least 0.5 s, or a relay "
+                "would rightly give up on a healthy upstream"
+            )
         unknown = set(self.requirements) - {1, 2, 3, 4, 5}
         if unknown:
             raise ValueError(f"requirements are numbered 1-5, got {sorted(unknown)}")
@@ -89,31 +122,35 @@ def build_script(options: CheckOptions) -> dict[str, Episode]:
     crlf = [f.replace(b"\n", b"\r\n") for f in CHAT]
     cr_at = crlf[1].index(b"\r") + 1  # just after the CR of the data line's CRLF
     ev_at = RESP[DELTA].index(b"\n") + 1  # after `event: response.output_text.delta`, before its data line
-    half = len(CHAT[1]) // 2
     umlaut = RESP[DELTA].index("\u00fc".encode()) + 1  # inside the two bytes of "ü"
     return {
         "check-chat": Episode(paced(CHAT, gap=0.002)),
         "check-responses": Episode(paced(RESP, gap=0.002)),
         "check-length": Episode(paced(shapes.chat_text_stream(PIECES[:3], finish_reason="length"), gap=0.002)),
-        "check-halves": Episode([Send(CHAT[0]), Send(CHAT[1][:half]), Wait(HALF_GAP), Send(CHAT[1][half:])]
-                                + _rest(CHAT, 2)),
+        "check-halves": Episode(
+            [Send(CHAT[0]), Send(CHAT[1][:HALF_AT]), Wait(HALF_GAP), Send(CHAT[1][HALF_AT:])] + _rest(CHAT, 2)
+        ),
         "check-ttft": Episode([Send(CHAT[0]), Wait(TTFT)] + _rest(CHAT, 1)),
         "check-hang": Episode([Send(CHAT[0]), Send(CHAT[1]), Stall()]),
         "check-thinking": Episode([Stall()]),
         "check-ka-between": Episode([Send(CHAT[0] + CHAT[1]), Wait(s)] + _rest(CHAT, 2)),
-        "check-ka-in-event": Episode(_sends(RESP[:DELTA]) + [Send(RESP[DELTA][:ev_at]), Wait(s),
-                                                             Send(RESP[DELTA][ev_at:])] + _rest(RESP, DELTA + 1)),
+        "check-ka-in-event": Episode(
+            _sends(RESP[:DELTA])
+            + [Send(RESP[DELTA][:ev_at]), Wait(s), Send(RESP[DELTA][ev_at:])]
+            + _rest(RESP, DELTA + 1)
+        ),
         "check-ka-mid-line": Episode([Send(CHAT[0]), Send(CHAT[1][:20]), Wait(s), Send(CHAT[1][20:])] + _rest(CHAT, 2)),
-        "check-ka-after-cr": Episode([Send(crlf[0]), Send(crlf[1][:cr_at]), Wait(s), Send(crlf[1][cr_at:])]
-                                     + _rest(crlf, 2)),
+        "check-ka-after-cr": Episode(
+            [Send(crlf[0]), Send(crlf[1][:cr_at]), Wait(s), Send(crlf[1][cr_at:])] + _rest(crlf, 2)
+        ),
         "check-die-cut": Episode(_sends(CHAT[:3]) + [Cut()]),
         "check-die-cut-utf8": Episode(_sends(RESP[:DELTA]) + [Send(RESP[DELTA][:umlaut]), Cut()]),
         "check-die-cut-before-blank": Episode(_sends(CHAT[:2]) + [Send(CHAT[2][:-1]), Cut()]),
         "check-die-reset": Episode(_sends(CHAT[:3]) + [Cut(reset=True)]),
-        "check-die-reset-mid-line": Episode(_sends(RESP[:DELTA + 1]) + [Send(RESP[DELTA + 1][:25]), Cut(reset=True)]),
+        "check-die-reset-mid-line": Episode(_sends(RESP[: DELTA + 1]) + [Send(RESP[DELTA + 1][:25]), Cut(reset=True)]),
         "check-die-error-chat": Episode(_sends(shapes.chat_error_stream(PIECES[:2]))),
         "check-die-error-responses": Episode(_sends(shapes.responses_error_stream(PIECES[:2]))),
-        "check-die-ended-early": Episode(_sends(RESP[:DELTA + 2])),
+        "check-die-ended-early": Episode(_sends(RESP[: DELTA + 2])),
         "check-die-stall": Episode(_sends(CHAT[:3]) + [Stall()]),
         "check-done-linger": Episode(_sends(CHAT) + [Wait(LINGER)]),
         "check-chaos": Episode(_sends(CHAT)),
@@ -148,6 +185,26 @@ DEATHS = (
     Death("clean end without the terminal event (responses)", "check-die-ended-early", "responses"),
     Death("stall past the read timeout (chat)", "check-die-stall", "chat"),
 )
+
+
+ABOUT = {
+    "check-chat": "the plain Chat answer",
+    "check-responses": "the plain Responses answer",
+    "check-length": "the answer cut short by finish_reason length",
+    "check-halves": "the answer with one event sent in two halves",
+    "check-ttft": "the timed answer (time to first token)",
+    "check-hang": "the Chat stream whose client leaves mid-stream",
+    "check-thinking": "the Responses stream whose client leaves before the first token",
+    "check-ka-between": "the stream that stalls between events",
+    "check-ka-in-event": "the stream that stalls inside an event",
+    "check-ka-mid-line": "the stream that stalls inside a line",
+    "check-ka-after-cr": "the stream that stalls between a CR and its LF",
+    "check-done-linger": "the stream whose client hangs up at data: [DONE]",
+    "check-chaos": "the Chat streams through chaos faults",
+    "check-chaos-responses": "the Responses streams through chaos faults",
+    **{death.model: f"the stream that dies: {death.name}" for death in DEATHS},
+}
+"""Each scripted upstream's stream in words, for verdicts: the model names are the checker's own."""
 
 
 # -- the two clients ---------------------------------------------------------------------------------------------
@@ -216,9 +273,12 @@ def raw_stream(base_url: str, model: str, dialect: str, *, timeout: float, leave
     fired = threading.Event()
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), trust_env=False) as client:
-            with client.stream("POST", f"{base_url}/{path}", json=body,
-                               headers={"Authorization": "Bearer relay-check"}) as response, \
-                    _watchdog(deadline_for(timeout), response.close) as fired:
+            with (
+                client.stream(
+                    "POST", f"{base_url}/{path}", json=body, headers={"Authorization": "Bearer relay-check"}
+                ) as response,
+                _watchdog(deadline_for(timeout), response.close) as fired,
+            ):
                 result.status = response.status_code
                 if leave_after != 0:
                     for chunk in response.iter_raw():
@@ -250,8 +310,9 @@ def sdk_stream(base_url: str, model: str, dialect: str, *, timeout: float) -> tu
     gave_up = SdkResult("", GAVE_UP, f"the checker gave up after {deadline_for(timeout):g} s")
     try:
         if dialect == "chat":
-            stream: Any = client.chat.completions.create(model=model, stream=True,
-                                                         messages=[{"role": "user", "content": "hi"}])
+            stream: Any = client.chat.completions.create(
+                model=model, stream=True, messages=[{"role": "user", "content": "hi"}]
+            )
             with _watchdog(deadline_for(timeout), stream.response.close) as fired:
                 for chunk in stream:
                     text += [c.delta.content or "" for c in chunk.choices]
@@ -276,8 +337,15 @@ def sdk_stream(base_url: str, model: str, dialect: str, *, timeout: float) -> tu
 class CheckRun:
     """One checker run: the relay, the stand-in, the fixed upstream port, and the streams asked for so far."""
 
-    def __init__(self, report: RelayReport, relay: Any, standin: StandIn, port: int, options: CheckOptions,
-                 log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        report: RelayReport,
+        relay: Any,
+        standin: StandIn,
+        port: int,
+        options: CheckOptions,
+        log: Callable[[str], None],
+    ) -> None:
         self.report, self.relay, self.standin, self.port = report, relay, standin, port
         self.options, self.log = options, log
         self.url = relay.base_url
@@ -294,15 +362,25 @@ class CheckRun:
         with ChaosProxy(("127.0.0.1", self.standin.port), port=self.port, **faults) as proxy:
             yield proxy
 
-    def raw(self, model: str, dialect: str, outcome: Outcome | None, chars: int | None = None,
-            leave_after: int | None = None) -> RawResult:
+    def raw(
+        self,
+        model: str,
+        dialect: str,
+        outcome: Outcome | None,
+        chars: int | None = None,
+        leave_after: int | None = None,
+    ) -> RawResult:
         result = raw_stream(self.url, model, dialect, timeout=self.timeout, leave_after=leave_after)
-        self.streams.append(StreamExpectation(model, outcome, chars, required=result.status == 200))
+        self.streams.append(
+            StreamExpectation(model, outcome, chars, required=result.status == 200, about=ABOUT.get(model, ""))
+        )
         return result
 
     def sdk(self, model: str, dialect: str, outcome: Outcome | None, chars: int | None = None) -> SdkResult:
         result, status = sdk_stream(self.url, model, dialect, timeout=self.timeout)
-        self.streams.append(StreamExpectation(model, outcome, chars, required=status == 200))
+        self.streams.append(
+            StreamExpectation(model, outcome, chars, required=status == 200, about=ABOUT.get(model, ""))
+        )
         return result
 
     def upstream_sent(self, model: str) -> bytes:

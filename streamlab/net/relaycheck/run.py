@@ -171,26 +171,36 @@ def _wait_for_port(port: int, proc: subprocess.Popen[str] | None, timeout: float
         time.sleep(0.05)
 
 
-def relay_command(template: str, *, keepalive: float, read_timeout: float,
-                  start_timeout: float = 30.0) -> RelayFactory:
+def relay_command(template: str, *, keepalive: float, read_timeout: float, start_timeout: float = 30.0) -> RelayFactory:
     """A relay factory that runs a command line: `{upstream}`, `{port}`, `{keepalive}` and `{read_timeout}` are
     filled in; the relay's URL is `http://127.0.0.1:{port}/v1`; its stdout's JSON lines are its summaries."""
     if "{upstream}" not in template or "{port}" not in template:
-        raise ValueError("the relay command needs the placeholders {upstream} and {port}, e.g. "
-                         "'python my_relay.py --upstream {upstream} --port {port}'")
+        raise ValueError(
+            "the relay command needs the placeholders {upstream} and {port}, e.g. "
+            "'python my_relay.py --upstream {upstream} --port {port}'"
+        )
 
     @contextlib.contextmanager
     def start(upstream: str) -> Iterator[RelayUnderTest]:
         port = free_port()
-        argv = shlex.split(template.format(upstream=upstream, port=port, keepalive=f"{keepalive:g}",
-                                           read_timeout=f"{read_timeout:g}"))
+        argv = shlex.split(
+            template.format(upstream=upstream, port=port, keepalive=f"{keepalive:g}", read_timeout=f"{read_timeout:g}")
+        )
         lines: list[str] = []
         with tempfile.TemporaryFile() as errors:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL,
-                                    text=True, encoding="utf-8", errors="replace")
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+            )
             assert proc.stdout is not None
-            reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
-                                      name="relay-stdout", daemon=True)
+            reader = threading.Thread(
+                target=lambda: lines.extend(iter(proc.stdout.readline, "")), name="relay-stdout", daemon=True
+            )
             reader.start()
             try:
                 _wait_for_port(port, proc, start_timeout)
@@ -198,8 +208,9 @@ def relay_command(template: str, *, keepalive: float, read_timeout: float,
                 _stop(proc, reader)
                 errors.seek(0)
                 tail = errors.read()[-1500:].decode("utf-8", "replace").strip()
-                raise RuntimeError(f"{exc}: {' '.join(argv)}"
-                                   + (f"\nits stderr ends with:\n{tail}" if tail else "")) from None
+                raise RuntimeError(
+                    f"{exc}: {' '.join(argv)}" + (f"\nits stderr ends with:\n{tail}" if tail else "")
+                ) from None
             try:
                 yield RelayUnderTest(f"http://127.0.0.1:{port}/v1", lambda: _json_objects(list(lines)))
             finally:
@@ -228,11 +239,21 @@ def _given_url(url: str, summary_file: Path | None) -> Iterator[RelayUnderTest]:
     yield RelayUnderTest(_normalise_url(url), reader)
 
 
-def check_relay(start_relay: RelayFactory | None = None, *, relay_url: str | None = None,
-                summary_file: str | Path | None = None, upstream_port: int = 0, keepalive: float = 0.25,
-                read_timeout: float = 2.0, seed: int = 1, fuzz_runs: int = 16,
-                requirements: tuple[int, ...] = (1, 2, 3, 4, 5), disconnect_bound: float = 1.0,
-                ttft_bound: float = 0.25, log: Callable[[str], None] | None = None) -> RelayReport:
+def check_relay(
+    start_relay: RelayFactory | None = None,
+    *,
+    relay_url: str | None = None,
+    summary_file: str | Path | None = None,
+    upstream_port: int = 0,
+    keepalive: float = 0.25,
+    read_timeout: float = 2.0,
+    seed: int = 1,
+    fuzz_runs: int = 16,
+    requirements: tuple[int, ...] = (1, 2, 3, 4, 5),
+    disconnect_bound: float = 1.0,
+    ttft_bound: float = 0.25,
+    log: Callable[[str], None] | None = None,
+) -> RelayReport:
     """Run the relay through every check of the chosen `requirements` and return the report.
 
     Give either `start_relay` (a factory: upstream URL -> context manager yielding the relay) or `relay_url` (a
@@ -243,9 +264,15 @@ def check_relay(start_relay: RelayFactory | None = None, *, relay_url: str | Non
     `ttft_bound` how much time to first token the relay may add. `fuzz_runs` seeded chaos runs (from `seed`) cut or
     reset either direction. `log` gets one line per check as it finishes.
     """
-    options = CheckOptions(keepalive=keepalive, read_timeout=read_timeout, seed=seed, fuzz_runs=fuzz_runs,
-                           requirements=tuple(requirements), disconnect_bound=disconnect_bound,
-                           ttft_bound=ttft_bound)
+    options = CheckOptions(
+        keepalive=keepalive,
+        read_timeout=read_timeout,
+        seed=seed,
+        fuzz_runs=fuzz_runs,
+        requirements=tuple(requirements),
+        disconnect_bound=disconnect_bound,
+        ttft_bound=ttft_bound,
+    )
     if (start_relay is None) == (relay_url is None):
         raise ValueError("give exactly one of start_relay (a factory) and relay_url (a running relay)")
     if relay_url is not None and upstream_port == 0:
@@ -278,4 +305,3 @@ def _unreachable(base_url: str, timeout: float = 5.0) -> str | None:
             if time.monotonic() > end:
                 return f"the relay does not answer at {base_url}: {exc}"
             time.sleep(0.1)
-

@@ -7,11 +7,13 @@ learner and the room's totals, and keeps itself current with the browser's own `
 
     GET /dashboard                  the page; /dashboard/dashboard.css and /dashboard/dashboard.js beside it
     GET /dashboard/events           text/event-stream: `retry:` first, then an `id:` on every event
+    POST /v1/progress               (an API route, `streamlab.core.standin.plan`) a learner's check-cell verdict
 
 The feed starts with a `retry:` hint. A page that connects afresh gets one `snapshot` event (every row and
 the totals); then one `learner` event per change (a request decided, a request finished), each with its
-row and the new totals. A page that reconnects sends `Last-Event-ID`, as browsers do, and gets exactly the
-events after that id, or a snapshot when the id is not this server's or too old to replay
+row and the new totals (a learner's row holds their requests and their last verdict on each exercise, for
+the page's learners x exercises grid). A page that reconnects sends `Last-Event-ID`, as browsers do, and
+gets exactly the events after that id, or a snapshot when the id is not this server's or too old to replay
 (`streamlab.core.standin.board` decides which). While nothing happens a `: keep-alive` comment goes out every
 `keepalive` seconds, so idle proxies keep the connection open.
 
@@ -30,7 +32,9 @@ import os
 import secrets
 import threading
 import time
+from urllib.parse import urlsplit
 
+from streamlab.core.progress import PROGRESS_PATH, read_verdict
 from streamlab.core.shapes import error_body
 from streamlab.core.standin.board import Board, BoardEvent, Visit
 from streamlab.core.standin.plan import last_event_id
@@ -56,20 +60,42 @@ _PAGE_HEADERS = (
     ("Cache-Control", "no-store"),
     ("X-Content-Type-Options", "nosniff"),
     ("Referrer-Policy", "no-referrer"),
-    ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
 )
 
 
-def visit_of(record: RequestRecord) -> Visit:
+def visit_of(record: RequestRecord) -> Visit | None:
     """What the board may learn from a record: whose, which model, how it ended and its time to first byte;
-    never the body, the messages or other headers."""
+    never the body, the messages or other headers. A verdict the planner accepted (`POST /v1/progress`, whose
+    record keeps the verdict alone) is a verdict visit; any other verdict request is nobody's business (None)."""
+    if urlsplit(record.path).path.rstrip("/") == PROGRESS_PATH:  # the record keeps the whole request target
+        if not (record.finished and record.status == 200):
+            return None
+        verdict = read_verdict(record.json)
+        return (
+            None
+            if isinstance(verdict, str)
+            else Visit(
+                key=record.learner, request=record.index, finished=True, verdict=(verdict.exercise, verdict.verdict)
+            )
+        )
     retry = (record.headers.get("x-stainless-retry-count") or "").strip()
     ttft = record.write_times[0] - record.started_at if record.write_times else None
-    return Visit(key=record.learner, request=record.index, finished=record.finished, model=record.model,
-                 path=record.path, status=record.status,
-                 ending=str(record.ending) if record.finished else None,
-                 retry=int(retry) if retry.isdigit() and retry.isascii() else None, ttft=ttft)
+    return Visit(
+        key=record.learner,
+        request=record.index,
+        finished=record.finished,
+        model=record.model,
+        path=record.path,
+        status=record.status,
+        ending=str(record.ending) if record.finished else None,
+        retry=int(retry) if retry.isdigit() and retry.isascii() else None,
+        ttft=ttft,
+    )
 
 
 @functools.cache
@@ -80,8 +106,14 @@ def _static(name: str) -> bytes:
 class RoomFeed:
     """The room's `Board`, fed by one stand-in's records, and the handlers of its dashboard pages."""
 
-    def __init__(self, book: RecordBook, stopping: threading.Event, *, keepalive: float = DEFAULT_KEEPALIVE,
-                 retry_ms: int = DEFAULT_RETRY_MS) -> None:
+    def __init__(
+        self,
+        book: RecordBook,
+        stopping: threading.Event,
+        *,
+        keepalive: float = DEFAULT_KEEPALIVE,
+        retry_ms: int = DEFAULT_RETRY_MS,
+    ) -> None:
         if not keepalive > 0 or retry_ms < 0:
             raise ValueError(f"keepalive must be > 0 seconds and retry_ms >= 0, got {keepalive!r}, {retry_ms!r}")
         self.keepalive = keepalive
@@ -95,6 +127,8 @@ class RoomFeed:
 
     def _seen(self, record: RequestRecord) -> None:
         visit = visit_of(record)
+        if visit is None:
+            return
         with self._cond:
             self._board.observe(visit)
             self._cond.notify_all()
@@ -143,7 +177,7 @@ class RoomFeed:
         path = head.path
         if path != DASHBOARD_PATH and not path.startswith(DASHBOARD_PATH + "/"):
             return None
-        rest = path[len(DASHBOARD_PATH):]
+        rest = path[len(DASHBOARD_PATH) :]
         if rest == "/events":
             return self._events if head.method == "GET" else _not_allowed("GET")
         if rest == "/":  # the page links its files relative to /dashboard (so it works under a path prefix too)
@@ -153,10 +187,11 @@ class RoomFeed:
         return _not_found
 
     def _file(self, conn: Connection, head: RequestHead) -> bool:
-        name, content_type = _FILES[head.path[len(DASHBOARD_PATH):]]
+        name, content_type = _FILES[head.path[len(DASHBOARD_PATH) :]]
         body = _static(name)
-        conn.send_reply(200, b"" if head.method == "HEAD" else body, content_type, headers=_PAGE_HEADERS,
-                        length=len(body))
+        conn.send_reply(
+            200, b"" if head.method == "HEAD" else body, content_type, headers=_PAGE_HEADERS, length=len(body)
+        )
         return True
 
     def _events(self, conn: Connection, head: RequestHead) -> bool:
@@ -196,8 +231,10 @@ def _to_the_page(conn: Connection, head: RequestHead) -> bool:
 
 
 def _not_found(conn: Connection, head: RequestHead) -> bool:
-    body = error_body(f"unknown dashboard path {head.path!r}: the dashboard is {DASHBOARD_PATH}",
-                      "invalid_request_error", "unknown_url")
+    body = error_body(
+        f"unknown dashboard path {head.path!r}: the dashboard is {DASHBOARD_PATH}",
+        "invalid_request_error",
+        "unknown_url",
+    )
     conn.send_reply(404, json.dumps(body).encode(), "application/json")
     return True
-

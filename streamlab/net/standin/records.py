@@ -23,12 +23,32 @@ from typing import Any
 
 from streamlab.core.endings import Ending
 from streamlab.core.standin.actions import Note
+from streamlab.core.untrusted import MAX_FIELD_CHARS, clip
 
-__all__ = ["RequestRecord", "RequestTotals", "RecordBook", "OpenRecord", "DEFAULT_MAX_RECORDS",
-           "DEFAULT_MAX_RECORD_BYTES"]
+__all__ = [
+    "RequestRecord",
+    "RequestTotals",
+    "RecordBook",
+    "OpenRecord",
+    "DEFAULT_MAX_RECORDS",
+    "DEFAULT_MAX_RECORD_BYTES",
+]
 
 DEFAULT_MAX_RECORDS = 1000
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+MAX_HEADERS = 64
+"""Request headers a record keeps (the first ones, each value clipped to `MAX_FIELD_CHARS`): a 64 KiB head of
+thousands of tiny headers would otherwise cost a record far more than its byte budget."""
+
+
+def kept_headers(headers: dict[str, str]) -> dict[str, str]:
+    """What a record keeps of a request's headers: the first `MAX_HEADERS`, names and values clipped."""
+    kept: dict[str, str] = {}
+    for name, value in headers.items():
+        if len(kept) >= MAX_HEADERS:
+            break
+        kept[clip(name, 64)] = clip(value, MAX_FIELD_CHARS)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,10 @@ class RequestRecord:
     operating system, at most the book's `max_record_bytes` of it; `bytes_written` counts all of it. `body`
     likewise keeps at most `max_record_bytes` of the request body, and `json` (the parsed body) is None
     when the body was longer than that.
+    What else a client chose is capped too, so a record's size does not depend on the client: `path` and
+    `model` keep `MAX_FIELD_CHARS` characters, `headers` the first `MAX_HEADERS` (values clipped), `learner`
+    is `streamlab.core.standin.room.learner_of`'s bounded name for the key, and `write_times` keeps the first
+    `max_record_bytes // 8 + 1` times.
     `frames_written` counts `Send`/`KeepAlive` steps written whole. `write_times` holds the
     `time.perf_counter()` value taken just before each stream chunk was handed to the operating system (same
     clock as the client's arrival times when both run on one machine: a client cannot have a chunk earlier),
@@ -112,9 +136,25 @@ class OpenRecord:
 
     def snapshot(self) -> RequestRecord:
         return RequestRecord(
-            self.index, self.method, self.path, dict(self.headers), self.body, self.json, self.model, self.episode,
-            self.stream, self.status, bytes(self.written), self.frames_written, self.client_gone, self.ending,
-            self.started_at, self.finished_at, self.resumed_after, tuple(self.write_times), self.learner,
+            self.index,
+            self.method,
+            self.path,
+            dict(self.headers),
+            self.body,
+            self.json,
+            self.model,
+            self.episode,
+            self.stream,
+            self.status,
+            bytes(self.written),
+            self.frames_written,
+            self.client_gone,
+            self.ending,
+            self.started_at,
+            self.finished_at,
+            self.resumed_after,
+            tuple(self.write_times),
+            self.learner,
             self.bytes_written,
         )
 
@@ -122,11 +162,13 @@ class OpenRecord:
 class RecordBook:
     """Thread-safe records of one server: the ring, the totals, the feed. Handlers write; readers snapshot."""
 
-    def __init__(self, *, max_records: int = DEFAULT_MAX_RECORDS,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+    def __init__(
+        self, *, max_records: int = DEFAULT_MAX_RECORDS, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> None:
         if max_records < 1 or max_record_bytes < 0:
-            raise ValueError(f"max_records must be >= 1 and max_record_bytes >= 0, got {max_records}, "
-                             f"{max_record_bytes}")
+            raise ValueError(
+                f"max_records must be >= 1 and max_record_bytes >= 0, got {max_records}, {max_record_bytes}"
+            )
         self.max_record_bytes = max_record_bytes
         self._cond = threading.Condition()
         self._ring: deque[OpenRecord] = deque(maxlen=max_records)
@@ -140,7 +182,9 @@ class RecordBook:
 
     def open(self, method: str, path: str, headers: dict[str, str], learner: str) -> OpenRecord:
         with self._cond:
-            rec = OpenRecord(self._next, method, path, headers, time.perf_counter(), learner)
+            rec = OpenRecord(
+                self._next, clip(method, 32), clip(path), kept_headers(headers), time.perf_counter(), clip(learner)
+            )
             self._next += 1
             self._ring.append(rec)
             self._cond.notify_all()
@@ -159,6 +203,9 @@ class RecordBook:
         changes = {name: getattr(note, name) for name in names if getattr(note, name) is not None}
         if rec.body_bytes > self.max_record_bytes:
             changes.pop("json", None)
+        for name in ("learner", "model"):  # client-chosen strings: kept to MAX_FIELD_CHARS
+            if isinstance(changes.get(name), str):
+                changes[name] = clip(changes[name])
         with self._cond:
             for name, value in changes.items():
                 setattr(rec, name, value)
@@ -171,7 +218,7 @@ class RecordBook:
             callback(snapshot)
 
     def body(self, rec: OpenRecord, body: bytes) -> None:
-        self.update(rec, body=body[:self.max_record_bytes], body_bytes=len(body))
+        self.update(rec, body=body[: self.max_record_bytes], body_bytes=len(body))
 
     def wrote(self, rec: OpenRecord, data: bytes, frame: bool, at: float | None = None) -> None:
         with self._cond:
@@ -180,7 +227,7 @@ class RecordBook:
                 rec.written += data[:room]
             rec.bytes_written += len(data)
             rec.frames_written += frame
-            if at is not None:
+            if at is not None and len(rec.write_times) < self.max_record_bytes // 8 + 1:
                 rec.write_times.append(at)
             self._cond.notify_all()
 
@@ -203,8 +250,11 @@ class RecordBook:
 
     def snapshots(self, model: str | None = None, learner: str | None = None) -> list[RequestRecord]:
         with self._cond:
-            return [r.snapshot() for r in self._ring
-                    if (model is None or r.model == model) and (learner is None or r.learner == learner)]
+            return [
+                r.snapshot()
+                for r in self._ring
+                if (model is None or r.model == model) and (learner is None or r.learner == learner)
+            ]
 
     def totals(self) -> RequestTotals:
         with self._cond:

@@ -45,7 +45,7 @@ from streamlab.core.standin.actions import Decision, Stream
 from streamlab.core.standin.plan import plan, stream_cancelled
 from streamlab.core.standin.profiles import Profile, get_profile
 from streamlab.core.standin.request import Request, RequestHead
-from streamlab.core.standin.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy
+from streamlab.core.standin.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy, learner_key
 from streamlab.core.standin.script import (
     ScriptValue,
     StoredResponse,
@@ -239,13 +239,19 @@ class StandIn:
 
     # -- configuration --
 
-    def set_scripts(self, scripts: Mapping[str, ScriptValue], *, stored: Mapping[str, StoredResponse] | None = None,
-                    reset: bool = True) -> None:
+    def set_scripts(
+        self,
+        scripts: Mapping[str, ScriptValue],
+        *,
+        stored: Mapping[str, StoredResponse] | None = None,
+        reset: bool = True,
+    ) -> None:
         """Replace the scripts (and add stored responses); with `reset`, every learner starts over."""
         self._host.with_room(lambda room: room.set_scripts(scripts, stored=stored, reset=reset))
 
     def reset(self, *, learner: str | None = None) -> None:
         """Start over: every learner and the records (None), or only `learner`'s state (their API key)."""
+        learner = None if learner is None else learner_key(learner)
         self._host.with_room(lambda room: room.reset(learner))
         if learner is None:
             self._book.clear()
@@ -272,8 +278,9 @@ class StandIn:
             httpd.server_close()
             raise
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"standin:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"standin:{self.port}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -340,7 +347,7 @@ class StandIn:
         can hold the whole reply a moment before the record says "complete": call `wait_idle()` (or
         `wait_until`) before asserting on a request you have just read to the end.
         """
-        return self._book.snapshots(model, learner)
+        return self._book.snapshots(model, None if learner is None else learner_key(learner))
 
     def totals(self) -> RequestTotals:
         """Counts over every request since the last full reset, including those the ring forgot."""
@@ -353,7 +360,8 @@ class StandIn:
 
     def requests_for(self, model: str, *, learner: str | None = None) -> int:
         """How many create requests for `model` were routed to its script: by `learner`, or by everyone."""
-        return int(self._host.with_room(lambda room: room.requests_for(model, learner)))
+        key = None if learner is None else learner_key(learner)
+        return int(self._host.with_room(lambda room: room.requests_for(model, key)))
 
     def open_connections(self) -> int:
         """Connections being served right now."""
@@ -398,8 +406,9 @@ def serve(
         if _current is not None:
             _current.stop()
             _current = None
-        _current = StandIn(scripts, stored=stored, host=host, port=port, usage=usage,
-                           require_input=require_input, profile=profile).start()
+        _current = StandIn(
+            scripts, stored=stored, host=host, port=port, usage=usage, require_input=require_input, profile=profile
+        ).start()
         return _current
 
 

@@ -85,8 +85,10 @@ class Limits:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
         if self.max_connections < 1 or self.max_body_bytes < 0:
-            raise ValueError(f"max_connections must be >= 1 and max_body_bytes >= 0, got "
-                             f"{self.max_connections}, {self.max_body_bytes}")
+            raise ValueError(
+                f"max_connections must be >= 1 and max_body_bytes >= 0, got "
+                f"{self.max_connections}, {self.max_body_bytes}"
+            )
 
 
 class Host(Protocol):
@@ -125,8 +127,12 @@ def _head_bytes(status: int, headers: tuple[tuple[str, str], ...], close: bool) 
 
 
 def _json_head(reply: Reply, length: int, close: bool) -> bytes:
+    """The head of a whole reply: its own Content-Type when its headers give one (a replayed capture's bytes keep
+    the type they came with), else application/json, or text/plain for a body of bytes."""
     kind = "text/plain; charset=utf-8" if isinstance(reply.body, bytes) else "application/json"
-    headers = (("Content-Type", kind), ("Content-Length", str(length)), *reply.headers)
+    own = [(name, value) for name, value in reply.headers if name.lower() == "content-type"]
+    rest = tuple((name, value) for name, value in reply.headers if name.lower() != "content-type")
+    headers = (("Content-Type", own[0][1] if own else kind), ("Content-Length", str(length)), *rest)
     return _head_bytes(reply.status, headers, close)
 
 
@@ -211,7 +217,7 @@ class Connection:
         while True:
             self._strip_blank_lines()
             if not checked and b"\n" in self.buf:
-                problem = request_line_reply(bytes(self.buf[:self.buf.index(b"\n")]))
+                problem = request_line_reply(bytes(self.buf[: self.buf.index(b"\n")]))
                 if problem is not None:
                     return problem
                 checked = True
@@ -240,8 +246,11 @@ class Connection:
         while len(self.buf) < length:
             got = self._fill(deadline)
             if got is None:
-                return refusal(408, f"the request body did not arrive within {self.limits.body_timeout:g} s "
-                               f"({len(self.buf)} of {length} bytes came)")
+                return refusal(
+                    408,
+                    f"the request body did not arrive within {self.limits.body_timeout:g} s "
+                    f"({len(self.buf)} of {length} bytes came)",
+                )
             if not got:
                 raise _Gone
         body = bytes(self.buf[:length])
@@ -284,8 +293,16 @@ class Connection:
         """Write `data` (blocking at most the send timeout); OSError when the client is gone."""
         self._send(data)
 
-    def send_reply(self, status: int, body: bytes, content_type: str, *, headers: tuple[tuple[str, str], ...] = (),
-                   close: bool = False, length: int | None = None) -> None:
+    def send_reply(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        *,
+        headers: tuple[tuple[str, str], ...] = (),
+        close: bool = False,
+        length: int | None = None,
+    ) -> None:
         """Write one whole response: status line, headers, then `body`. `length` is the Content-Length when
         it is not the body's own (a HEAD reply announces the body it leaves out)."""
         base = (("Content-Type", content_type), ("Content-Length", str(len(body) if length is None else length)))

@@ -34,6 +34,7 @@ def _option(parse: Callable[[str], Any]) -> Callable[[str], Any]:
             return parse(text)
         except FaultSpecError as exc:
             raise argparse.ArgumentTypeError(f"{text!r}: {exc.problem}") from None
+
     convert.__name__ = parse.__name__
     return convert
 
@@ -48,18 +49,33 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     from streamlab.core.errors import FaultSpecError
     from streamlab.net.chaos.proxy import ChaosProxy
 
-    given = [f"--{name.replace('_', '-')}" for name in ("cut_after", "reset_after", "stall_after")
-             if getattr(args, name) is not None]
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("cut_after", "reset_after", "stall_after")
+        if getattr(args, name) is not None
+    ]
     if len(given) > 1:
-        args.parser.error("only one of --cut-after, --reset-after, --stall-after may be given "
-                          f"(got {' and '.join(given)})")
+        args.parser.error(
+            f"only one of --cut-after, --reset-after, --stall-after may be given (got {' and '.join(given)})"
+        )
     latency, jitter = args.latency or (0.0, 0.0)
     sizes, delay = args.slice or (None, 0.0)
     try:
-        proxy = ChaosProxy(upstream=args.upstream, host=args.host, port=args.port, seed=args.seed,
-                           direction=args.direction, latency_ms=latency, jitter_ms=jitter, bandwidth=args.bandwidth,
-                           slice_sizes=sizes, slice_delay_ms=delay, cut_after=args.cut_after,
-                           reset_after=args.reset_after, stall_after=args.stall_after)
+        proxy = ChaosProxy(
+            upstream=args.upstream,
+            host=args.host,
+            port=args.port,
+            seed=args.seed,
+            direction=args.direction,
+            latency_ms=latency,
+            jitter_ms=jitter,
+            bandwidth=args.bandwidth,
+            slice_sizes=sizes,
+            slice_delay_ms=delay,
+            cut_after=args.cut_after,
+            reset_after=args.reset_after,
+            stall_after=args.stall_after,
+        )
     except FaultSpecError as exc:
         args.parser.error(str(exc))
     printed: set[int] = set()  # numbers of the connections already reported
@@ -111,32 +127,69 @@ def register(sub: Any) -> None:
     def count(option: str) -> Callable[[str], int]:
         return _option(lambda text: parse_byte_count(text, option=option))
 
-    p = sub.add_parser("chaos", help="a TCP proxy that delays, slices, cuts, resets or stalls what passes through",
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--upstream", required=True, type=_option(parse_hostport), metavar="HOST:PORT",
-                   help="the server to forward to, e.g. 127.0.0.1:8000 (a stand-in, a relay, any TCP server)")
+    p = sub.add_parser(
+        "chaos",
+        help="a TCP proxy that delays, slices, cuts, resets or stalls what passes through",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--upstream",
+        required=True,
+        type=_option(parse_hostport),
+        metavar="HOST:PORT",
+        help="the server to forward to, e.g. 127.0.0.1:8000 (a stand-in, a relay, any TCP server)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free one, printed)")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice (default 0)")
-    p.add_argument("--direction", choices=("down", "up", "both"), default="down",
-                   help="which bytes the faults touch: down = server -> client (default), up = client -> server, "
-                        "both = each direction on its own")
-    p.add_argument("--latency", type=_option(parse_latency), metavar="MS[:JITTER]",
-                   help="deliver each write MS milliseconds (plus or minus up to JITTER) after its bytes reached "
-                        "the proxy, e.g. 100:20: a shift in time, as on a long cable, not a pause per write")
-    p.add_argument("--bandwidth", type=_option(parse_bandwidth), metavar="BYTES_PER_S",
-                   help="at most this many bytes per second, in writes of a tenth of a second's worth")
-    p.add_argument("--slice", type=_option(parse_slice), metavar="MIN:MAX[:DELAY_MS]",
-                   help="cut the bytes into writes of MIN to MAX bytes (1:8 cuts inside UTF-8 characters), "
-                        "optionally DELAY_MS apart")
-    p.add_argument("--cut-after", type=count("--cut-after"), metavar="BYTES",
-                   help="after BYTES bytes in a faulted direction, close the connection cleanly (FIN to both "
-                        "peers; the receiver gets exactly BYTES bytes)")
-    p.add_argument("--reset-after", type=count("--reset-after"), metavar="BYTES",
-                   help="after BYTES bytes in a faulted direction, reset the connection (RST to both peers, "
-                        "once the receiver has the BYTES bytes)")
-    p.add_argument("--stall-after", type=count("--stall-after"), metavar="BYTES",
-                   help="after BYTES bytes in a faulted direction, pass nothing more in it, not even the end, "
-                        "and keep the connection open until a peer gives up or the proxy stops")
+    p.add_argument(
+        "--direction",
+        choices=("down", "up", "both"),
+        default="down",
+        help="which bytes the faults touch: down = server -> client (default), up = client -> server, "
+        "both = each direction on its own",
+    )
+    p.add_argument(
+        "--latency",
+        type=_option(parse_latency),
+        metavar="MS[:JITTER]",
+        help="deliver each write MS milliseconds (plus or minus up to JITTER) after its bytes reached "
+        "the proxy, e.g. 100:20: a shift in time, as on a long cable, not a pause per write",
+    )
+    p.add_argument(
+        "--bandwidth",
+        type=_option(parse_bandwidth),
+        metavar="BYTES_PER_S",
+        help="at most this many bytes per second, in writes of a tenth of a second's worth",
+    )
+    p.add_argument(
+        "--slice",
+        type=_option(parse_slice),
+        metavar="MIN:MAX[:DELAY_MS]",
+        help="cut the bytes into writes of MIN to MAX bytes (1:8 cuts inside UTF-8 characters), "
+        "optionally DELAY_MS apart",
+    )
+    p.add_argument(
+        "--cut-after",
+        type=count("--cut-after"),
+        metavar="BYTES",
+        help="after BYTES bytes in a faulted direction, close the connection cleanly (FIN to both "
+        "peers; the receiver gets exactly BYTES bytes)",
+    )
+    p.add_argument(
+        "--reset-after",
+        type=count("--reset-after"),
+        metavar="BYTES",
+        help="after BYTES bytes in a faulted direction, reset the connection (RST to both peers, "
+        "once the receiver has the BYTES bytes)",
+    )
+    p.add_argument(
+        "--stall-after",
+        type=count("--stall-after"),
+        metavar="BYTES",
+        help="after BYTES bytes in a faulted direction, pass nothing more in it, not even the end, "
+        "and keep the connection open until a peer gives up or the proxy stops",
+    )
     p.add_argument("--quiet", action="store_true", help="do not print a line per finished connection")
     p.set_defaults(func=_cmd_chaos, parser=p)

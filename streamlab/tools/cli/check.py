@@ -30,8 +30,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         print(f"error: --max-tokens must be at least 1, got {args.max_tokens}", file=sys.stderr)
         return 2
-    report = check_endpoint(args.base_url, model=args.model, api_key=args.api_key, dialect=args.dialect,
-                            timeout=args.timeout, deadline=args.deadline, max_tokens=args.max_tokens)
+    report = check_endpoint(
+        args.base_url,
+        model=args.model,
+        api_key=args.api_key,
+        dialect=args.dialect,
+        timeout=args.timeout,
+        deadline=args.deadline,
+        max_tokens=args.max_tokens,
+    )
     if args.json:
         print(report.to_json())
     else:
@@ -43,20 +50,39 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add the `check` subcommand to the `streamlab` parser's subparsers."""
-    p = sub.add_parser("check", help="grade an OpenAI-compatible streaming endpoint from the bytes it sends",
-                       description=_cmd_check.__doc__)
+    p = sub.add_parser(
+        "check",
+        help="grade an OpenAI-compatible streaming endpoint from the bytes it sends",
+        description=_cmd_check.__doc__,
+    )
     p.add_argument("base_url", metavar="BASE_URL", help="the API's base URL, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", required=True, help="the model name to put in every request")
     p.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY' (default: none)")
-    p.add_argument("--dialect", choices=("chat", "responses", "both"), default="chat",
-                   help="which API to check: Chat Completions (default), Responses, or both")
+    p.add_argument(
+        "--dialect",
+        choices=("chat", "responses", "both"),
+        default="chat",
+        help="which API to check: Chat Completions (default), Responses, or both",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON (for CI) instead of a table")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds allowed per request to connect, and between two reads (default 60)")
-    p.add_argument("--deadline", type=float, default=30.0,
-                   help="seconds allowed for each probe in all; a stream still going then is cut, and what never "
-                        "came is not a finding (default 30)")
-    p.add_argument("--max-tokens", type=int, default=40,
-                   help="the max_tokens / max_output_tokens every probe sends, so generation stops (default 40)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds allowed per request to connect, and between two reads (default 60)",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=30.0,
+        help="seconds allowed for each probe in all; a stream still going then is cut, and what never "
+        "came is not a finding (default 30)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=40,
+        help="the max_tokens / max_output_tokens every probe sends, so generation stops (default 40)",
+    )
     p.add_argument("--failures-only", action="store_true", help="list only the checks that did not pass")
     p.set_defaults(func=_cmd_check)

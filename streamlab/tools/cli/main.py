@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -60,13 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="streamlab", description="Tools from the streamlab labs.")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("parse", help="parse raw SSE bytes from a file and print the events",
-                       description=_cmd_parse.__doc__)
+    p = sub.add_parser(
+        "parse", help="parse raw SSE bytes from a file and print the events", description=_cmd_parse.__doc__
+    )
     p.add_argument("file", help="a file of raw SSE bytes, or - for stdin")
     p.set_defaults(func=_cmd_parse)
 
-    p = sub.add_parser("fixtures", help="list the byte fixtures or fuzz the parser over them",
-                       description=_cmd_fixtures.__doc__)
+    p = sub.add_parser(
+        "fixtures", help="list the byte fixtures or fuzz the parser over them", description=_cmd_fixtures.__doc__
+    )
     p.add_argument("--fuzz", action="store_true", help="run every split strategy on streamlab's parser")
     p.add_argument("--runs", type=int, default=200, help="random splits per fixture (default 200)")
     p.add_argument("--seed", type=int, default=20261129, help="seed for the random splits")
@@ -77,9 +80,28 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+READER_GONE = 128 + 13
+"""The exit status after the reader of our output went away: a process killed by SIGPIPE reports 128 + 13."""
+
+
+def _reader_gone() -> int:
+    """Whoever read our output has gone (`streamlab quiz 03 | head`): stop quietly, as Unix tools do, with no
+    traceback. Standard output is pointed at /dev/null so the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return READER_GONE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; its exit status. A closed pipe on standard output ends it quietly (READER_GONE)."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # what is still buffered must reach the reader now, while a broken pipe can be handled
+    except BrokenPipeError:
+        return _reader_gone()
+    return status
 
 
 if __name__ == "__main__":

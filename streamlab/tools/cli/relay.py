@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import signal
 import sys
 import textwrap
 import threading
@@ -16,51 +15,78 @@ __all__ = ["register"]
 def _requirements_text() -> str:
     from streamlab.core.relay.stream import REQUIREMENTS
 
-    return "\n".join(textwrap.fill(r.rule, 100, initial_indent=f"  ({r.number}) ", subsequent_indent="      ")
-                     for r in REQUIREMENTS)
+    return "\n".join(
+        textwrap.fill(r.rule, 100, initial_indent=f"  ({r.number}) ", subsequent_indent="      ") for r in REQUIREMENTS
+    )
 
 
 def _cmd_relay(args: argparse.Namespace) -> int:
     """Run the reference relay until Ctrl-C. Line 1 of stdout is its base URL; then one JSON summary line per
-    stream. Everything else goes to stderr."""
+    stream. Everything else goes to stderr. The summary lines are written by a thread of their own (a bounded
+    queue: a stdout nobody reads never holds up a stream; lines that do not fit are dropped and counted on
+    stderr), escaped so that nothing a client sent can act on a terminal or split a line."""
     from streamlab.core.relay.stream import summary_line
+    from streamlab.core.untrusted import ascii_json
+    from streamlab.net.console import Outlet, stop_signals, stream_writer
     from streamlab.net.gateway.app import Gateway
     from streamlab.net.relay.app import Relay
 
-    lock = threading.Lock()
+    outlet = Outlet(
+        stream_writer(sys.stdout, fallback=ascii_json),
+        name="relay-console",
+        notice=lambda n: f"streamlab relay: {n} summary line(s) dropped: stdout was not being read",
+        notice_write=stream_writer(sys.stderr),
+    )
 
-    def emit(summary: dict[str, Any]) -> None:
-        with lock:
-            sys.stdout.write(summary_line(summary) + "\n")
-            sys.stdout.flush()
+    def emit(summary: dict[str, Any]) -> None:  # on the server's event loop: format and queue, never write
+        outlet.put(summary_line(summary))
 
     keepalive = args.keepalive if args.keepalive > 0 else None
+    stop = threading.Event()
+    restore = stop_signals(stop)  # SIGINT too, explicitly (under nohup or & it starts ignored); before the URL
     try:
         relay: Relay | Gateway
         if len(args.upstream) == 1:
-            relay = Relay(args.upstream[0], keepalive=keepalive, read_timeout=args.read_timeout, capture=args.capture,
-                          host=args.host, port=args.port, on_summary=emit).start()
+            relay = Relay(
+                args.upstream[0],
+                keepalive=keepalive,
+                read_timeout=args.read_timeout,
+                capture=args.capture,
+                host=args.host,
+                port=args.port,
+                on_summary=emit,
+            ).start()
         else:  # several upstreams: the gateway (fallback in order, a breaker each, JSON log lines, /metrics)
-            relay = Gateway(args.upstream, keepalive=keepalive, read_timeout=args.read_timeout, capture=args.capture,
-                            host=args.host, port=args.port, on_log=emit).start()
+            relay = Gateway(
+                args.upstream,
+                keepalive=keepalive,
+                read_timeout=args.read_timeout,
+                capture=args.capture,
+                host=args.host,
+                port=args.port,
+                on_log=emit,
+            ).start()
     except (OSError, ValueError) as exc:
+        restore()
         print(f"error: cannot start the relay on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     print(relay.base_url, flush=True)
     kind = f"gateway (metrics at {relay.metrics_url})" if isinstance(relay, Gateway) else "relay"
-    print(f"streamlab {kind}: {relay.base_url} -> {' | '.join(args.upstream)} (keep-alive "
-          f"{'off' if keepalive is None else f'{keepalive:g} s'}, read timeout {args.read_timeout:g} s"
-          f"{', capturing to ' + str(args.capture) if args.capture else ''}); Ctrl-C stops it.", file=sys.stderr)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(
+        f"streamlab {kind}: {relay.base_url} -> {' | '.join(args.upstream)} (keep-alive "
+        f"{'off' if keepalive is None else f'{keepalive:g} s'}, read timeout {args.read_timeout:g} s"
+        f"{', capturing to ' + str(args.capture) if args.capture else ''}); Ctrl-C stops it.",
+        file=sys.stderr,
+    )
     try:
         while not stop.wait(0.2):
             pass
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
         relay.stop()
+        outlet.close(timeout=2.0)
+        restore()
     return 0
 
 
@@ -95,13 +121,25 @@ def _cmd_check_relay(args: argparse.Namespace) -> int:
         return 2
     try:
         only = tuple(int(x) for x in args.only.split(",")) if args.only else (1, 2, 3, 4, 5)
-        factory = None if args.relay_cmd is None else relay_command(
-            args.relay_cmd, keepalive=args.keepalive, read_timeout=args.read_timeout)
-        report = check_relay(factory, relay_url=args.relay_url, summary_file=args.summaries,
-                             upstream_port=args.upstream_port, keepalive=args.keepalive,
-                             read_timeout=args.read_timeout, seed=args.seed, fuzz_runs=args.fuzz_runs,
-                             requirements=only, disconnect_bound=args.disconnect_bound, ttft_bound=args.ttft_bound,
-                             log=lambda line: print(line, flush=True))
+        factory = (
+            None
+            if args.relay_cmd is None
+            else relay_command(args.relay_cmd, keepalive=args.keepalive, read_timeout=args.read_timeout)
+        )
+        report = check_relay(
+            factory,
+            relay_url=args.relay_url,
+            summary_file=args.summaries,
+            upstream_port=args.upstream_port,
+            keepalive=args.keepalive,
+            read_timeout=args.read_timeout,
+            seed=args.seed,
+            fuzz_runs=args.fuzz_runs,
+            requirements=only,
+            disconnect_bound=args.disconnect_bound,
+            ttft_bound=args.ttft_bound,
+            log=lambda line: print(line, flush=True),
+        )
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -113,43 +151,107 @@ def _cmd_check_relay(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add the `relay` and `check-relay` subcommands to the `streamlab` parser's subparsers."""
     p = sub.add_parser(
-        "relay", help="run the reference streaming relay in front of an OpenAI-compatible upstream",
+        "relay",
+        help="run the reference streaming relay in front of an OpenAI-compatible upstream",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=f"{inspect.cleandoc(_cmd_relay.__doc__ or '')}\n\nIts rules:\n{_requirements_text()}")
-    p.add_argument("--upstream", required=True, action="append", metavar="URL",
-                   help="the upstream's base URL, e.g. http://127.0.0.1:8000/v1; repeat it (NAME=URL names one) to "
-                        "run the gateway: fallback in order, a circuit breaker per upstream, JSON log lines, /metrics")
+        description=f"{inspect.cleandoc(_cmd_relay.__doc__ or '')}\n\nIts rules:\n{_requirements_text()}",
+    )
+    p.add_argument(
+        "--upstream",
+        required=True,
+        action="append",
+        metavar="URL",
+        help="the upstream's base URL, e.g. http://127.0.0.1:8000/v1; repeat it (NAME=URL names one) to "
+        "run the gateway: fallback in order, a circuit breaker per upstream, JSON log lines, /metrics. "
+        "Credentials: URL#ENV_VAR gives that upstream its own API key (read from the environment variable "
+        "ENV_VAR), sent instead of the client's; the client's own Authorization and OpenAI-Organization go to "
+        "the first upstream only (when it has no key), never to a backup",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8001, help="port to bind (default 8001; 0 picks a free one)")
-    p.add_argument("--keepalive", type=float, default=15.0, metavar="SECONDS",
-                   help="send a keep-alive comment after this much silence (default 15; 0 turns them off)")
-    p.add_argument("--read-timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="give up on an upstream that sends nothing for this long (default 60)")
-    p.add_argument("--capture", metavar="DIR", default=None,
-                   help="write each stream's raw upstream bytes as DIR/NAME.sse plus NAME.json (fixture format)")
+    p.add_argument(
+        "--keepalive",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="send a keep-alive comment after this much silence (default 15; 0 turns them off)",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="give up on an upstream that sends nothing for this long (default 60)",
+    )
+    p.add_argument(
+        "--capture",
+        metavar="DIR",
+        default=None,
+        help="write each stream's raw upstream bytes as DIR/NAME.sse plus NAME.json (fixture format)",
+    )
     p.set_defaults(func=_cmd_relay)
 
     p = sub.add_parser(
-        "check-relay", help="grade a relay (yours or the reference) on the five rules, through faults",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_CHECK_EPILOG,
-        description=f"{inspect.cleandoc(_cmd_check_relay.__doc__ or '')}\n\nThe rules:\n{_requirements_text()}")
-    p.add_argument("relay_url", nargs="?", metavar="RELAY_URL",
-                   help="a running relay's URL (http://HOST:PORT adds /v1), its upstream set to the upstream URL")
-    p.add_argument("--relay-cmd", metavar="CMD", help="a command that starts the relay: {upstream} and {port} "
-                   "are filled in, also {keepalive} and {read_timeout}")
+        "check-relay",
+        help="grade a relay (yours or the reference) on the five rules, through faults",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_CHECK_EPILOG,
+        description=f"{inspect.cleandoc(_cmd_check_relay.__doc__ or '')}\n\nThe rules:\n{_requirements_text()}",
+    )
+    p.add_argument(
+        "relay_url",
+        nargs="?",
+        metavar="RELAY_URL",
+        help="a running relay's URL (http://HOST:PORT adds /v1), its upstream set to the upstream URL",
+    )
+    p.add_argument(
+        "--relay-cmd",
+        metavar="CMD",
+        help="a command that starts the relay: {upstream} and {port} "
+        "are filled in, also {keepalive} and {read_timeout}",
+    )
     p.add_argument("--summaries", metavar="FILE", help="the file the relay appends its JSON summary lines to")
-    p.add_argument("--upstream-port", type=int, default=0, metavar="PORT",
-                   help="the port of the checker's upstream (default 8765 with RELAY_URL, a free one with --relay-cmd)")
-    p.add_argument("--keepalive", type=float, default=0.25, metavar="SECONDS",
-                   help="the relay's keep-alive interval (default 0.25)")
-    p.add_argument("--read-timeout", type=float, default=2.0, metavar="SECONDS",
-                   help="the relay's read timeout: how long it waits on a silent upstream (default 2)")
+    p.add_argument(
+        "--upstream-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="the port of the checker's upstream (default 8765 with RELAY_URL, a free one with --relay-cmd)",
+    )
+    p.add_argument(
+        "--keepalive",
+        type=float,
+        default=0.25,
+        metavar="SECONDS",
+        help="the relay's keep-alive interval (default 0.25)",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="the relay's read timeout: how long it waits on a silent upstream (default 2)",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of the chaos proxy and the fuzz (default 1)")
     p.add_argument("--fuzz-runs", type=int, default=16, metavar="N", help="seeded fuzz runs (default 16; 0: none)")
-    p.add_argument("--only", metavar="1,2,...", help="check only these requirements, to iterate quickly (default all "
-                   "five; the exit status is 0 only when all five were checked and hold)")
-    p.add_argument("--disconnect-bound", type=float, default=1.0, metavar="SECONDS",
-                   help="how soon the upstream must see a departed client (default 1)")
-    p.add_argument("--ttft-bound", type=float, default=0.25, metavar="SECONDS",
-                   help="how much time to first token the relay may add (default 0.25)")
+    p.add_argument(
+        "--only",
+        metavar="1,2,...",
+        help="check only these requirements, to iterate quickly (default all "
+        "five; the exit status is 0 only when all five were checked and hold)",
+    )
+    p.add_argument(
+        "--disconnect-bound",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how soon the upstream must see a departed client (default 1)",
+    )
+    p.add_argument(
+        "--ttft-bound",
+        type=float,
+        default=0.25,
+        metavar="SECONDS",
+        help="how much time to first token the relay may add (default 0.25)",
+    )
     p.set_defaults(func=_cmd_check_relay)

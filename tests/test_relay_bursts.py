@@ -1,0 +1,159 @@
+"""The relay's fast path, held to the slow one: bytes forwarded before they are parsed, bursts parsed in one go,
+`answered` without a parse where none can change it, and the reader's one timer.
+
+`RelayedStream.forward` + `catch_up` must give exactly what `upstream` chunk by chunk gives: the same bytes
+downstream, the same keep-alives, the same final bytes, the same summary (TTFT included, each chunk keeping
+its own arrival time). `answered` is compared at every byte with what a full parse says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from streamlab.core import shapes
+from streamlab.core.endings import Ending, Outcome
+from streamlab.core.harness.fuzz import chunks_at
+from streamlab.core.relay.stream import RelayedStream, marker_frame
+from streamlab.net.relay.upstream import Read, UpstreamReader
+
+CHAT = b"".join(shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld ", "\U0001f600"] * 5, model="m"))
+RESP = b"".join(shapes.responses_text_stream(["Hel", "lo ", "w\u00f6rld"] * 5, model="r"))
+ODD = (b": hi\r\n\r\nevent: x\r\ndata: [DON\r\nE]\r\n\r\ndata: {\"choices\": []}\r\r"  # CR line ends, no [DONE] yet
+       + CHAT)
+BROKEN = CHAT.replace(b'"content":"lo "', b'"content":"lo \x01"', 1) + b"data: [DONE]\n\n"  # a frame error
+
+
+def cuts(data: bytes, rng: random.Random) -> list[bytes]:
+    points = sorted(rng.sample(range(1, len(data)), k=min(len(data) - 1, rng.randint(1, 40))))
+    return chunks_at(data, points)
+
+
+def slow_run(chunks: list[bytes], dialect: str, beats: set[int], end: Ending) -> tuple[bytes, dict]:
+    rs = RelayedStream(dialect=dialect, model="m", started=0.0)
+    out = bytearray()
+    for i, chunk in enumerate(chunks):
+        out += rs.upstream(chunk, 1.0 + i)
+        if i in beats:
+            out += rs.keepalive(1.5 + i)
+    out += rs.upstream_ended(end, 99.0)
+    return bytes(out), rs.summary()
+
+
+def fast_run(chunks: list[bytes], dialect: str, beats: set[int], end: Ending, rng: random.Random) -> tuple[bytes, dict]:
+    rs = RelayedStream(dialect=dialect, model="m", started=0.0)
+    out = bytearray()
+    for i, chunk in enumerate(chunks):
+        out += rs.forward(chunk, 1.0 + i)
+        if rng.random() < 0.3:  # a burst ends here
+            rs.catch_up()
+            assert rs.unparsed == 0
+        if i in beats:
+            out += rs.keepalive(1.5 + i)  # catches up by itself
+    out += rs.upstream_ended(end, 99.0)
+    return bytes(out), rs.summary()
+
+
+@pytest.mark.parametrize("dialect, data", [("chat", CHAT), ("responses", RESP), ("chat", ODD), ("chat", BROKEN),
+                                           ("chat", CHAT[: len(CHAT) // 2])])
+@pytest.mark.parametrize("end", [Ending.COMPLETE, Ending.BROKEN])
+def test_bursts_give_the_same_bytes_and_summary_as_chunk_by_chunk(dialect: str, data: bytes, end: Ending) -> None:
+    rng = random.Random(f"{dialect}{len(data)}{end}")
+    for _ in range(60):
+        chunks = cuts(data, rng)
+        beats = {i for i in range(len(chunks)) if rng.random() < 0.2}
+        slow = slow_run(chunks, dialect, beats, end)
+        assert fast_run(chunks, dialect, beats, end, rng) == slow
+        assert slow[1]["ttft_s"] is not None or data is BROKEN
+
+
+def test_forward_returns_the_bytes_before_any_parse() -> None:
+    rs = RelayedStream(dialect="chat", model="m")
+    first = CHAT[: CHAT.index(b"\n\n") + 2]  # the first event, whole
+    assert rs.forward(first, 1.0) == first
+    assert rs.unparsed == 1 and rs.events == 0  # nothing parsed yet
+    assert rs.summary()["events"] >= 1 and rs.unparsed == 0  # reading the summary catches up
+
+
+def reference_answered(rs: RelayedStream) -> bool:
+    """What `answered` must say: the full parse's outcome is terminal and no event is open."""
+    rs.catch_up()
+    parser = rs.parser
+    boundary = parser is not None and not (parser.line_open or parser.in_event)
+    return boundary and rs.accumulator.outcome() in (Outcome.COMPLETE, Outcome.INCOMPLETE)
+
+
+@pytest.mark.parametrize("dialect, data", [
+    ("chat", CHAT + b": after\n"),
+    ("chat", CHAT.replace(b"[DONE]", b"[DONE]  ")),
+    ("chat", ODD),
+    ("chat", CHAT.replace(b'"finish_reason":"stop"', b'"finish_reason":"length"')),  # incomplete, by length
+    ("responses", RESP + b"\n"),
+])
+@pytest.mark.parametrize("size", [1, 2, 5, 7, 64])
+def test_answered_agrees_with_a_full_parse_at_every_cut(dialect: str, data: bytes, size: int) -> None:
+    rs, twin = RelayedStream(dialect=dialect, model="m"), RelayedStream(dialect=dialect, model="m")
+    seen = []
+    for at in range(0, len(data), size):
+        piece = data[at:at + size]
+        rs.forward(piece, 1.0)
+        twin.upstream(piece, 1.0)
+        got = rs.answered
+        assert got == reference_answered(twin), (at, piece)
+        seen.append(got)
+    assert seen[-1]  # every one of these answers ends
+
+
+def test_a_chat_answer_never_parses_for_answered_before_done_bytes() -> None:
+    rs = RelayedStream(dialect="chat", model="m")
+    body = CHAT[: CHAT.index(b"[DONE]")]
+    for i in range(0, len(body), 50):
+        rs.forward(body[i:i + 50], 1.0)
+        assert not rs.answered
+    assert rs.unparsed > 1  # `answered` left them for the burst's end
+    rs.forward(CHAT[len(body):], 2.0)
+    assert rs.answered
+
+
+def test_the_marker_is_the_same_after_a_burst() -> None:
+    rs = RelayedStream(dialect="chat", model="m")
+    rs.forward(CHAT[:300], 1.0)
+    rs.forward(CHAT[300:333], 2.0)
+    tail = rs.upstream_ended(Ending.BROKEN, 3.0)
+    assert tail.endswith(marker_frame("chat", "upstream_broken", "the upstream connection broke mid-stream "
+                                      "(closed or reset)"))
+
+
+# -- the reader's one timer ---------------------------------------------------------------------------------
+
+
+def test_the_reader_ends_each_wait_on_time_with_one_timer() -> None:
+    """A long wait then a short one: the short one ends on time (the timer moves sooner); a short one then a
+    long one: the long one is not cut short by the earlier timer (it waits on to its own deadline)."""
+    async def body():
+        yield b"a"
+        await asyncio.sleep(3600)
+        yield b""
+
+    async def run() -> list[tuple[Read, float]]:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        watch, stop = loop.create_future(), loop.create_future()
+        reader = UpstreamReader(httpx.Response(200, content=body()), watch=watch, stop=stop)
+        out = []
+        for timeout in (5.0, 0.05, 0.3, 0.02):
+            t0 = time.perf_counter()
+            item = await reader.next(timeout)
+            out.append((item.kind, time.perf_counter() - t0))
+        await reader.close()
+        return out
+
+    got = asyncio.run(run())
+    assert [k for k, _ in got] == [Read.CHUNK, Read.IDLE, Read.IDLE, Read.IDLE]
+    assert got[1][1] < 2.0  # not the 5 s timer of the first wait
+    assert got[2][1] >= 0.29  # not woken for good by an earlier, shorter timer
+    assert got[3][1] < got[2][1]
