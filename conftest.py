@@ -47,6 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
         option.nbval_cell_timeout = CELL_TIMEOUT
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.suffix == ".ipynb":

@@ -158,15 +158,15 @@ def test(extra: list[str]) -> None:
     lint([])
     phase_done("1/2 lint", started)
     # Exactly what CI and a contributor run by hand: plain `pytest --nbval` (strict, outputs compared, never
-    # --nbval-lax), spread over the cores; `--dist loadgroup` keeps each lab's cells on one worker, in order, in
-    # one kernel (conftest.py puts them in one group), and sends every other test to whichever worker is free.
+    # --nbval-lax), spread over the cores; `--dist loadfile` keeps each lab's cells (and each test file) on one
+    # worker, in order; a lab's cells share one kernel.
     # Each lab runs once: the former extra pass (`dev.py check`, a fresh kernel per lab, every output compared
     # byte for byte) also caught PNG figures and execution counts, which nbval does not compare; it stays a
     # command of its own for whoever regenerates outputs. Settings live in the project: pyproject.toml names
     # tests/ and notebooks/, makes ResourceWarning an error and bounds each test (pytest-timeout); conftest.py
     # applies notebooks/sanitize.cfg and a 120 s cell timeout.
     started = phase(f"2/2 tests and labs: pytest --nbval on {workers()} workers", "about 5 minutes on 2 cores")
-    run(PY, "-m", "pytest", "--nbval", "-n", workers(), "--dist", "loadgroup", "--durations=10", *extra)
+    run(PY, "-m", "pytest", "--nbval", "-n", workers(), "--dist", "loadfile", "--durations=10", *extra)
     phase_done("2/2 tests and labs", started)
 
 

@@ -486,8 +486,11 @@ def test_a_crash_mid_stream_still_ends_the_body_with_the_marked_final_event(monk
         raise RuntimeError("a bug nobody expected")
 
     monkeypatch.setattr(RelayedStream, "forward", crash)
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream, \
-            Relay(upstream.base_url) as relay, httpx.Client(timeout=30) as client:
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream,
+        Relay(upstream.base_url) as relay,
+        httpx.Client(timeout=30) as client,
+    ):
         reply = client.post(relay.base_url + "/chat/completions", json=ASK)
         assert relay.wait_for_summaries(1)
         summary = relay.summaries[0]
@@ -500,13 +503,17 @@ def test_a_crash_mid_stream_still_ends_the_body_with_the_marked_final_event(monk
 @pytest.mark.parametrize("kind", ["relay", "gateway"])
 def test_odd_but_valid_client_bytes_are_forwarded_not_a_500_nor_a_fault(kind, no_leaked_threads):
     deep = b'{"model": ' + b"[" * 100_000 + b"]" * 100_000 + b', "stream": true}'
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream, \
-            served(kind, upstream.base_url) as server:
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream,
+        served(kind, upstream.base_url) as server,
+    ):
         replies = []
         for extra, body in ((b"Authorization: Bearer \xe9t\xe9\r\n", json.dumps(ASK).encode()), (b"", deep)):
             with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-                sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                             b"Connection: close\r\n" + extra + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                sock.sendall(
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Connection: close\r\n" + extra + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
                 replies.append(read_all(sock))
         assert upstream.wait_idle()
         learners = [r.learner for r in upstream.records()]
@@ -525,8 +532,11 @@ def read_all(sock: socket.socket) -> bytes:
 
 # -- 7: the client's credentials reached the backup upstream on failover ----------------------------------------
 
-CLIENT_CREDENTIALS = {"Authorization": "Bearer sk-client-for-primary", "OpenAI-Organization": "org-client",
-                      "OpenAI-Project": "proj-client"}
+CLIENT_CREDENTIALS = {
+    "Authorization": "Bearer sk-client-for-primary",
+    "OpenAI-Organization": "org-client",
+    "OpenAI-Project": "proj-client",
+}
 
 
 def credentials(record) -> dict[str, str]:
@@ -541,15 +551,17 @@ def test_credentials_go_only_to_the_upstream_they_were_configured_for(backup_key
     if backup_key is not None:
         monkeypatch.setenv("STREAMLAB_TEST_BACKUP_KEY", backup_key)
         spec += "#STREAMLAB_TEST_BACKUP_KEY"
-    with StandIn({"m": error_episode(503, "down")}) as primary, \
-            StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as backup, \
-            Gateway([primary.base_url, spec.format(url=backup.base_url)]) as gw, \
-            httpx.Client(timeout=30, headers=CLIENT_CREDENTIALS) as client:
+    with (
+        StandIn({"m": error_episode(503, "down")}) as primary,
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as backup,
+        Gateway([primary.base_url, spec.format(url=backup.base_url)]) as gw,
+        httpx.Client(timeout=30, headers=CLIENT_CREDENTIALS) as client,
+    ):
         reply = client.post(gw.base_url + "/chat/completions", json=ASK)
         assert reply.status_code == 200 and reply.headers["x-gateway-upstream"] == "backup"  # it failed over
         assert primary.wait_idle() and backup.wait_idle()
-        to_primary, = primary.records()
-        to_backup, = backup.records()
+        (to_primary,) = primary.records()
+        (to_backup,) = backup.records()
     assert credentials(to_primary) == {k.lower(): v for k, v in CLIENT_CREDENTIALS.items()}
     expected = {} if backup_key is None else {"authorization": f"Bearer {backup_key}"}
     assert credentials(to_backup) == expected  # never the client's key, nor its organization or project
@@ -559,12 +571,14 @@ def test_an_upstream_with_its_own_key_never_sees_the_clients(monkeypatch, no_lea
     from streamlab.net.gateway.app import upstreams_from
 
     monkeypatch.setenv("STREAMLAB_TEST_PRIMARY_KEY", "sk-primary-own")
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as primary, \
-            Gateway([f"main={primary.base_url}#STREAMLAB_TEST_PRIMARY_KEY"]) as gw, \
-            httpx.Client(timeout=30, headers=CLIENT_CREDENTIALS) as client:
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as primary,
+        Gateway([f"main={primary.base_url}#STREAMLAB_TEST_PRIMARY_KEY"]) as gw,
+        httpx.Client(timeout=30, headers=CLIENT_CREDENTIALS) as client,
+    ):
         assert client.post(gw.base_url + "/chat/completions", json=ASK).status_code == 200
         assert primary.wait_idle()
-        seen, = primary.records()
+        (seen,) = primary.records()
     assert credentials(seen) == {"authorization": "Bearer sk-primary-own"}
     assert "sk-primary-own" not in repr(gw.upstreams)
     monkeypatch.delenv("STREAMLAB_TEST_PRIMARY_KEY")

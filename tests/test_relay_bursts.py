@@ -22,8 +22,10 @@ from streamlab.net.relay.upstream import Read, UpstreamReader
 
 CHAT = b"".join(shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld ", "\U0001f600"] * 5, model="m"))
 RESP = b"".join(shapes.responses_text_stream(["Hel", "lo ", "w\u00f6rld"] * 5, model="r"))
-ODD = (b": hi\r\n\r\nevent: x\r\ndata: [DON\r\nE]\r\n\r\ndata: {\"choices\": []}\r\r"  # CR line ends, no [DONE] yet
-       + CHAT)
+ODD = (
+    b': hi\r\n\r\nevent: x\r\ndata: [DON\r\nE]\r\n\r\ndata: {"choices": []}\r\r'  # CR line ends, no [DONE] yet
+    + CHAT
+)
 BROKEN = CHAT.replace(b'"content":"lo "', b'"content":"lo \x01"', 1) + b"data: [DONE]\n\n"  # a frame error
 
 
@@ -57,8 +59,10 @@ def fast_run(chunks: list[bytes], dialect: str, beats: set[int], end: Ending, rn
     return bytes(out), rs.summary()
 
 
-@pytest.mark.parametrize("dialect, data", [("chat", CHAT), ("responses", RESP), ("chat", ODD), ("chat", BROKEN),
-                                           ("chat", CHAT[: len(CHAT) // 2])])
+@pytest.mark.parametrize(
+    "dialect, data",
+    [("chat", CHAT), ("responses", RESP), ("chat", ODD), ("chat", BROKEN), ("chat", CHAT[: len(CHAT) // 2])],
+)
 @pytest.mark.parametrize("end", [Ending.COMPLETE, Ending.BROKEN])
 def test_bursts_give_the_same_bytes_and_summary_as_chunk_by_chunk(dialect: str, data: bytes, end: Ending) -> None:
     rng = random.Random(f"{dialect}{len(data)}{end}")
@@ -86,19 +90,22 @@ def reference_answered(rs: RelayedStream) -> bool:
     return boundary and rs.accumulator.outcome() in (Outcome.COMPLETE, Outcome.INCOMPLETE)
 
 
-@pytest.mark.parametrize("dialect, data", [
-    ("chat", CHAT + b": after\n"),
-    ("chat", CHAT.replace(b"[DONE]", b"[DONE]  ")),
-    ("chat", ODD),
-    ("chat", CHAT.replace(b'"finish_reason":"stop"', b'"finish_reason":"length"')),  # incomplete, by length
-    ("responses", RESP + b"\n"),
-])
+@pytest.mark.parametrize(
+    "dialect, data",
+    [
+        ("chat", CHAT + b": after\n"),
+        ("chat", CHAT.replace(b"[DONE]", b"[DONE]  ")),
+        ("chat", ODD),
+        ("chat", CHAT.replace(b'"finish_reason":"stop"', b'"finish_reason":"length"')),  # incomplete, by length
+        ("responses", RESP + b"\n"),
+    ],
+)
 @pytest.mark.parametrize("size", [1, 2, 5, 7, 64])
 def test_answered_agrees_with_a_full_parse_at_every_cut(dialect: str, data: bytes, size: int) -> None:
     rs, twin = RelayedStream(dialect=dialect, model="m"), RelayedStream(dialect=dialect, model="m")
     seen = []
     for at in range(0, len(data), size):
-        piece = data[at:at + size]
+        piece = data[at : at + size]
         rs.forward(piece, 1.0)
         twin.upstream(piece, 1.0)
         got = rs.answered
@@ -111,10 +118,10 @@ def test_a_chat_answer_never_parses_for_answered_before_done_bytes() -> None:
     rs = RelayedStream(dialect="chat", model="m")
     body = CHAT[: CHAT.index(b"[DONE]")]
     for i in range(0, len(body), 50):
-        rs.forward(body[i:i + 50], 1.0)
+        rs.forward(body[i : i + 50], 1.0)
         assert not rs.answered
     assert rs.unparsed > 1  # `answered` left them for the burst's end
-    rs.forward(CHAT[len(body):], 2.0)
+    rs.forward(CHAT[len(body) :], 2.0)
     assert rs.answered
 
 
@@ -123,8 +130,9 @@ def test_the_marker_is_the_same_after_a_burst() -> None:
     rs.forward(CHAT[:300], 1.0)
     rs.forward(CHAT[300:333], 2.0)
     tail = rs.upstream_ended(Ending.BROKEN, 3.0)
-    assert tail.endswith(marker_frame("chat", "upstream_broken", "the upstream connection broke mid-stream "
-                                      "(closed or reset)"))
+    assert tail.endswith(
+        marker_frame("chat", "upstream_broken", "the upstream connection broke mid-stream (closed or reset)")
+    )
 
 
 # -- the reader's one timer ---------------------------------------------------------------------------------
@@ -133,6 +141,7 @@ def test_the_marker_is_the_same_after_a_burst() -> None:
 def test_the_reader_ends_each_wait_on_time_with_one_timer() -> None:
     """A long wait then a short one: the short one ends on time (the timer moves sooner); a short one then a
     long one: the long one is not cut short by the earlier timer (it waits on to its own deadline)."""
+
     async def body():
         yield b"a"
         await asyncio.sleep(3600)

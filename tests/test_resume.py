@@ -193,7 +193,7 @@ def test_resume_survives_100_seeded_random_cuts(server: StandIn, http: httpx.Cli
         assert [r.resumed_after for r in gets] == [c.resumed_after for c in stream.connections[1:]], where
         # every connection but the last was cut; the last ended cleanly, or was cut after the terminal event
         # was already complete (say between its final CR and LF), in which case there is nothing to resume
-        assert all(r.outcome == "cut" for r in records[:-1]), where
+        assert all(r.ending == "cut" for r in records[:-1]), where
         last_events, _ = parse(records[-1].written)
         assert json.loads(last_events[-1].data)["type"] == "response.completed", where
         assert len(records) == len(stream.connections), where

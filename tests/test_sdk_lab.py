@@ -491,7 +491,7 @@ def test_retrieve_with_starting_after_resumes_and_the_sdk_never_reconnects_by_it
     assert handled[0].response.id == "resp_sdk" and cursor == 6
     assert [e.sequence_number for e in handled] == list(range(len(frames)))
     assert "".join(e.delta for e in handled if e.type == "response.output_text.delta") == "alpha beta gamma delta"
-    assert [(r.method, r.path, r.outcome) for r in records] == [
+    assert [(r.method, r.path, r.ending) for r in records] == [
         ("POST", "/v1/responses", "cut"),
         ("GET", "/v1/responses/resp_sdk?starting_after=6&stream=true", "complete"),
     ]

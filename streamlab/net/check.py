@@ -12,8 +12,9 @@ times and stops reading:
   probe also bounds generation (`max_tokens`), so a model that rambles stops early. A stream still going at
   the deadline is cut, and the result says so in `cut`: what arrived is graded, the missing end is not a
   finding (a slow model is not an incompatible one);
-* a body is read up to `max_body_bytes` (4 MiB), so a server that sends a line of endless bytes cannot
-  exhaust the checker's memory (a cut too);
+* a body is read up to `max_body_bytes` (4 MiB, counted after every layer of Content-Encoding is undone),
+  so a server that sends a line of endless bytes, or a decompression bomb, cannot exhaust the checker's
+  memory (a cut too);
 * the endpoint "could not be checked" (exit 2) when the first request cannot connect at all (refused, DNS,
   connect timeout) or is answered 401 / 403 (the API key was refused). Anything else that a server sends,
   garbage included, is graded, and the report says what arrived.
@@ -23,13 +24,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import httpx
 
 from streamlab.core.conformance.checks import MAX_TOKENS, ProbeRequest, ProbeResult, Report, probes_for
 from streamlab.core.conformance.grade import grade, timing_facts
-from streamlab.core.errors import ConnectFailed
+from streamlab.core.decompress import BoundedDecoder
+from streamlab.core.errors import ConnectFailed, EncodingError
 
 __all__ = ["check_endpoint", "run_probe", "DEFAULT_TIMEOUT", "DEFAULT_DEADLINE", "MAX_BODY_BYTES", "USER_AGENT"]
 
@@ -92,7 +94,7 @@ def _read(
     arrivals: list[tuple[int, float]] = []
     problem = cut = None
     try:
-        for piece in response.iter_bytes():
+        for piece in _decoded(response, limit):
             body += piece
             now = time.perf_counter() - start
             arrivals.append((len(body), now))
@@ -109,7 +111,19 @@ def _read(
             problem = f"the body broke off after {len(body)} bytes: {_describe(exc)}"
     except httpx.HTTPError as exc:
         problem = f"the body broke off after {len(body)} bytes: {_describe(exc)}"
+    except EncodingError as exc:
+        problem = f"the body could not be decoded after {len(body)} bytes: {exc}"
     return bytes(body[:limit]), tuple(arrivals), problem, cut
+
+
+def _decoded(response: httpx.Response, limit: int) -> Iterator[bytes]:
+    """The body with its Content-Encoding undone a piece at a time, the limit counted after every layer
+    (`streamlab.core.decompress`): an 8.5 KB `gzip, gzip` body had been decoded whole, 2.1 GB past a 4 MiB cap."""
+    decoder = BoundedDecoder(response.headers.get("content-encoding"), limit)
+    for raw in response.iter_raw():
+        yield from decoder.feed(raw)
+        if decoder.exceeded:
+            return
 
 
 def _refused_key(result: ProbeResult) -> str | None:

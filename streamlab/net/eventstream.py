@@ -1,7 +1,7 @@
 """An event stream over one httpx request, sync and async: SSE events the moment their bytes arrive (I/O).
 
 `EventStream` / `AsyncEventStream` do three things and nothing else: send the request, feed every network
-chunk *as received* (`Response.iter_bytes()`, never httpx's line iteration) into the reading state
+chunk *as received* (its raw bytes decoded here, never httpx's line iteration) into the reading state
 (`streamlab.core.reading.Reading`, which wraps `streamlab.core.sse.SSEParser`), and tell you precisely
 how the stream ended. Higher layers (retry, resume, the relay, the conformance checker) build on them and
 they make no decision for them. Callers usually start from the shortcuts in `streamlab.net.client`; the
@@ -43,7 +43,9 @@ and `.limit_error`.
 the unfinished event is never yielded. Events already yielded stay yielded and, with the default
 `keep="all"`, `stream.events` and `stream.raw` keep everything received, so nothing is lost when an error
 is raised. With `keep="none"` the stream keeps only counts and times and reads any length in constant
-memory (see `streamlab.core.reading`).
+memory (see `streamlab.core.reading`). A compressed body (`Content-Encoding: gzip`, `deflate`, any stack of
+them) is decoded a bounded piece at a time (`streamlab.core.decompress`): a decompression bomb costs no
+more memory than any other body, and an error body is capped at `MAX_ERROR_BODY_BYTES` after decoding.
 
 Closing cancels: `close()` closes the HTTP connection, which is how a server learns that nobody is
 reading (the stand-in records it as `client_gone`).
@@ -57,7 +59,9 @@ Keyword parameters, the same for `EventStream`, `AsyncEventStream` and every sho
   parser's starting last event ID, as on a reconnect.
 * `read_timeout` (30 s): longest gap between two reads of bytes, including the wait for the headers.
   `connect_timeout` (5 s). `deadline` (None): longest time for the whole request, from sending it to the
-  last byte. `idle_timeout` (None): longest time without a *content* event while bytes still arrive;
+  last byte, the wait for the headers included (the sync stream shuts down the socket it connected when
+  time is up, so a server that drips header bytes cannot outlast it either). `idle_timeout` (None):
+  longest time without a *content* event while bytes still arrive;
   `is_content(event)` decides what counts (default: every dispatched event; comments never do).
 * `parser`: the `SSEParser` to feed (e.g. with smaller limits). `keep`: "all" (default) or "none".
 * `EventStream` / `AsyncEventStream` only: `method` ("POST") and `json` (the body, sent as JSON unless None).
@@ -74,12 +78,14 @@ from typing import Any, TypeVar
 
 import httpx
 
+from streamlab.core.decompress import BoundedDecoder
 from streamlab.core.endings import Ending
 from streamlab.core.errors import (
     ENDING_ERRORS,
     BadStatus,
     ConnectFailed,
     ConnectionBroken,
+    EncodingError,
     NotAnEventStream,
     ReadStalled,
     RequestNotSent,
@@ -97,6 +103,7 @@ __all__ = [
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "MAX_ERROR_BODY_BYTES",
+    "connect_trace",
 ]
 
 DEFAULT_READ_TIMEOUT = 30.0
@@ -365,12 +372,19 @@ class EventStream(_Base):
         if self._client is None:
             self._client = httpx.Client(**_own_client_options(self.url))
         request = self._build_request(self._client)
+        if self.deadline is not None:  # the deadline covers the wait for the headers: watch the socket at once
+            _on_connect(request, self._arm_socket)
         self.started_at = time.perf_counter()
         try:
             response = self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
+            self._stop_watchdog()
             self._close_client()
             raise self._translate(exc, _OPENING) from exc
+        except BaseException:
+            self._stop_watchdog()
+            self._close_client()
+            raise
         self._response = response
         if not self._opened(response):
             try:
@@ -384,12 +398,18 @@ class EventStream(_Base):
         return self
 
     def _arm_watchdog(self, response: httpx.Response) -> None:
-        """Enforce the deadline even while a read is blocked: shut the socket down when time is up."""
+        """Enforce the deadline even while a read is blocked: shut the socket down when time is up (armed when
+        the socket connected, if this stream connected it; else now)."""
         stream = response.extensions.get("network_stream")
         sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is None or self.started_at is None or self.deadline is None:
+        if sock is not None:
+            self._arm_socket(sock)
+
+    def _arm_socket(self, sock: Any) -> None:
+        if self._watchdog is not None or self.deadline is None:
             return
-        remaining = max(0.0, self.started_at + self.deadline - time.perf_counter())
+        start = self.started_at if self.started_at is not None else time.perf_counter()
+        remaining = max(0.0, start + self.deadline - time.perf_counter())
 
         def fire() -> None:
             self._deadline_hit = True
@@ -417,7 +437,7 @@ class EventStream(_Base):
             return
         assert self._response is not None
         try:
-            for chunk in self._response.iter_bytes():
+            for chunk in _pieces(self._response):
                 if not chunk:
                     continue
                 if self._deadline_hit:
@@ -456,14 +476,17 @@ class EventStream(_Base):
         self._release()
 
     def _release(self) -> None:
+        self._stop_watchdog()
+        if self._response is not None:
+            self._response.close()
+        self._close_client()
+
+    def _stop_watchdog(self) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
             if self._watchdog is not threading.current_thread():
                 self._watchdog.join()
             self._watchdog = None
-        if self._response is not None:
-            self._response.close()
-        self._close_client()
 
     def _close_client(self) -> None:
         if self._own_client and self._client is not None:
@@ -471,13 +494,78 @@ class EventStream(_Base):
             self._client = None
 
 
+def connect_trace(
+    callback: Callable[[Any], None], previous: Callable[[str, dict[str, Any]], None] | None = None
+) -> Callable[[str, dict[str, Any]], None]:
+    """An httpx `trace` extension that calls `callback(socket)` the moment httpcore has connected the request's
+    TCP socket (then `previous`, a trace already set), so a deadline can be enforced before any response byte:
+    a server that drips its header bytes outlasted every per-read timeout. A request sent on a pooled
+    connection connects nothing, and the callback is not called."""
+
+    def trace(name: str, info: dict[str, Any]) -> None:
+        if name == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                callback(sock)
+        if previous is not None:
+            previous(name, info)
+
+    return trace
+
+
+def _on_connect(request: httpx.Request, callback: Callable[[Any], None]) -> None:
+    request.extensions["trace"] = connect_trace(callback, request.extensions.get("trace"))
+
+
+def _decoder(response: httpx.Response, limit: int | None) -> BoundedDecoder | None:
+    """The bounded decoder of the response's Content-Encoding, or None for a coding streamlab does not decode
+    (`br` or `zstd` with their packages installed): httpx then decodes it, a read at a time."""
+    try:
+        return BoundedDecoder(response.headers.get("content-encoding"), limit)
+    except EncodingError:
+        return None
+
+
+def _pieces(response: httpx.Response, limit: int | None = None) -> Iterator[bytes]:
+    """The body, decoded a bounded piece at a time (at most `limit` bytes in all); a corrupt coding is httpx's
+    `DecodingError`, as it was when httpx decoded."""
+    decoder = _decoder(response, limit)
+    if decoder is None:
+        yield from response.iter_bytes()
+        return
+    try:
+        for raw in response.iter_raw():
+            yield from decoder.feed(raw)
+            if decoder.exceeded:
+                return
+    except EncodingError as exc:
+        raise httpx.DecodingError(str(exc)) from exc
+
+
+async def _apieces(response: httpx.Response, limit: int | None = None) -> AsyncIterator[bytes]:
+    """`_pieces`, for an async response."""
+    decoder = _decoder(response, limit)
+    if decoder is None:
+        async for chunk in response.aiter_bytes():
+            yield chunk
+        return
+    try:
+        async for raw in response.aiter_raw():
+            for piece in decoder.feed(raw):
+                yield piece
+            if decoder.exceeded:
+                return
+    except EncodingError as exc:
+        raise httpx.DecodingError(str(exc)) from exc
+
+
 def _read_capped_sync(response: httpx.Response) -> bytes:
+    """An error body, at most `MAX_ERROR_BODY_BYTES` of it after decoding."""
     out = bytearray()
-    for chunk in response.iter_bytes():
+    for chunk in _pieces(response, MAX_ERROR_BODY_BYTES):
         out += chunk
-        if len(out) > MAX_ERROR_BODY_BYTES:
-            break
-    return bytes(out[:MAX_ERROR_BODY_BYTES])
+    return bytes(out)
 
 
 # --- async ----------------------------------------------------------------------------------------
@@ -579,7 +667,7 @@ class AsyncEventStream(_Base):
         if self.end_reason is not None:
             return
         assert self._response is not None
-        chunks = self._response.aiter_bytes()
+        chunks = _apieces(self._response)
         try:
             while True:
                 try:
@@ -637,9 +725,8 @@ class AsyncEventStream(_Base):
 
 
 async def _read_capped_async(response: httpx.Response) -> bytes:
+    """`_read_capped_sync`, for an async response."""
     out = bytearray()
-    async for chunk in response.aiter_bytes():
+    async for chunk in _apieces(response, MAX_ERROR_BODY_BYTES):
         out += chunk
-        if len(out) > MAX_ERROR_BODY_BYTES:
-            break
-    return bytes(out[:MAX_ERROR_BODY_BYTES])
+    return bytes(out)

@@ -48,7 +48,7 @@ RUN_TIMEOUT = 300.0  # one lab, restart to idle; the slowest lab takes well unde
 RENDER_TIMEOUT = 90.0  # widgets and diagrams appear after the kernel is idle
 RESPONSE_TIMEOUT = 60.0  # a control's change reaches the kernel, which redraws what it drives
 MIN_DIAGRAM_TEXT_PX = 12.0  # a diagram's text on the page, at a 1280-pixel-wide window: readable on a projector
-MAX_DIAGRAM_HEIGHT = 560.0  # a diagram fits, whole, in what a 1280x720 window shows of a notebook
+MAX_DIAGRAM_HEIGHT = 600.0  # fits whole in a 1280x720 window's notebook area (JupyterLab's bars take ~120 px)
 
 
 def _source(cell: dict) -> str:
