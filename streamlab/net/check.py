@@ -22,7 +22,10 @@ times and stops reading:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -32,6 +35,7 @@ from streamlab.core.conformance.checks import MAX_TOKENS, ProbeRequest, ProbeRes
 from streamlab.core.conformance.grade import grade, timing_facts
 from streamlab.core.decompress import BoundedDecoder
 from streamlab.core.errors import ConnectFailed, EncodingError
+from streamlab.net.eventstream import connect_trace
 
 __all__ = ["check_endpoint", "run_probe", "DEFAULT_TIMEOUT", "DEFAULT_DEADLINE", "MAX_BODY_BYTES", "USER_AGENT"]
 
@@ -71,8 +75,12 @@ def run_probe(
         headers["Authorization"] = f"Bearer {api_key}"
     limits = httpx.Timeout(timeout, read=min(timeout, deadline))
     start = time.perf_counter()
+    guard = _Deadline(start + deadline + _GRACE)
+    trace = {"trace": connect_trace(guard.arm)}
     try:
-        with client.stream("POST", url, content=probe.content, headers=headers, timeout=limits) as response:
+        with client.stream(
+            "POST", url, content=probe.content, headers=headers, timeout=limits, extensions=trace
+        ) as response:
             headers_at = time.perf_counter() - start
             found = tuple((k.lower(), v) for k, v in response.headers.multi_items())
             body, arrivals, problem, cut = _read(response, start, deadline, max_body_bytes)
@@ -84,7 +92,40 @@ def run_probe(
             return ProbeResult(probe, None, cut=f"no response within the checker's deadline of {deadline:g} s")
         return ProbeResult(probe, None, problem=_describe(exc))
     except httpx.HTTPError as exc:
+        if guard.fired:
+            return ProbeResult(probe, None, cut=f"no response within the checker's deadline of {deadline:g} s")
         return ProbeResult(probe, None, problem=_describe(exc))
+    finally:
+        guard.cancel()
+
+
+_GRACE = 0.5
+"""Seconds past a probe's deadline before its socket is shut down (the body loop's own check comes first)."""
+
+
+class _Deadline:
+    """Shut a probe's socket down at its deadline, from the moment it connects: a server that drips its header
+    bytes, each read within the read timeout, had kept `streamlab check` waiting for ever."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.fired = False
+        self.timer: threading.Timer | None = None
+
+    def arm(self, sock: socket.socket) -> None:
+        def fire() -> None:
+            self.fired = True
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+        self.timer = threading.Timer(max(0.0, self.at - time.perf_counter()), fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()
 
 
 def _read(
