@@ -305,10 +305,8 @@ def test_official_sdk_streams_from_the_real_model(served: ModelServer) -> None:
     openai = pytest.importorskip("openai")
     assert served.model == MODEL_NAME and served.base_url.startswith("http://127.0.0.1:")
     with openai.OpenAI(base_url=served.base_url, api_key="none", max_retries=0) as client:
-        stream = client.chat.completions.create(
-            model=served.model, messages=capture.ASK, stream=True, max_tokens=8, temperature=0, seed=capture.SEED
-        )
-        chunks = list(stream)
+        request = {"model": served.model, "messages": capture.ASK, "max_tokens": 8, "temperature": 0}
+        chunks = list(client.chat.completions.create(**request, stream=True, seed=capture.SEED))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text and chunks[-1].choices[0].finish_reason == "length"
 

@@ -52,10 +52,8 @@ def client(server):
 
 
 def test_chat_completions_stream_with_usage(server, client):
-    stream = client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], stream=True, stream_options={"include_usage": True}
-    )
-    chunks = list(stream)
+    completions = client.chat.completions
+    chunks = list(completions.create(model="m", messages=ASK, stream=True, stream_options={"include_usage": True}))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Hello w\u00f6rld"
     assert chunks[0].choices[0].delta.role == "assistant"

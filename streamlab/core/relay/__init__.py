@@ -10,13 +10,15 @@ sans-IO core (streamlab.core.relay):
     grade      the relay checker's verdicts on what a relay delivered, its report, the seeded fuzz plan
 
 I/O layer (streamlab.net.relay):
-    upstream   the one upstream engine, shared by the relay, the gateway and the relay checker's tests:
-               `is_event_stream` callers, `UpstreamReader` (chunks, the end as an `Ending`, the client
-               gone, the server stopping, idle), the httpx-error-to-`Ending` mapping
+    upstream   the one upstream engine under the relay and the gateway: `UpstreamReader` (chunks, the end
+               as an `Ending`, the client gone, the server stopping, idle), the httpx-error-to-`Ending`
+               mapping, the headers both forward
     app        the reference relay: a Starlette app (`build_app`), `Relay` and `serve_relay()`
     serving    any ASGI app under uvicorn on a thread (`AppServer`), and `ServedApp`, the base the relay
-               and the gateway share (start, stop running streams, keep records in order), with one
-               notebook slot helper (`Slot`) for every `serve_x()` / `stop_x()` pair
+               and the gateway share (start, stop running streams, keep records in order)
+
+Whether a response is an event stream is `streamlab.core.sse.is_event_stream`, for every reader; every
+`serve_x()` / `stop_x()` pair holds its server in a `streamlab.net.slot.Slot`.
 
 The relay checker is a room of its own (streamlab.net.relaycheck); the gateway grows this relay to several
 upstreams (streamlab.core.gateway, streamlab.net.gateway.app). Command line: streamlab.tools.cli.relay.

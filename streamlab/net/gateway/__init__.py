@@ -1,11 +1,7 @@
-"""The gateway: one client, several upstreams (I/O layer half; this map covers both).
+"""The gateway: one client, several upstreams (the I/O layer half).
 
-`streamlab relay --upstream A --upstream B` (lab 10): the reference relay grown to several upstreams.
-
-sans-IO core (streamlab.core.gateway):
-    breaker    a circuit breaker per upstream: closed, open, half-open, driven by endings and a clock passed in
-    fallback   which upstream next, and whether a failed stream may move at all (before its first event only)
-    log        the per-request log line: its documented fields and how they are filled
+The tool's map across both layers is the docstring of `streamlab.core.gateway` (one copy, so it cannot
+drift). The modules of this half:
 
 I/O layer (streamlab.net.gateway):
     app        the gateway's configuration and state (`GatewayConfig`, `GatewayState`), its Starlette app,
@@ -14,6 +10,4 @@ I/O layer (streamlab.net.gateway):
                over the relay's engine (streamlab.net.relay.upstream) and pacing (streamlab.core.relay.pacing)
     metrics    the Prometheus text format on a registry of its own (prometheus-client)
     bench      two scripted upstreams, a chaos proxy and a gateway, for breaking it on purpose
-
-Command line: streamlab.tools.cli.relay.
 """

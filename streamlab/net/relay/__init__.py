@@ -1,23 +1,16 @@
-"""The relay: one stream forwarded from an upstream to a client (I/O layer half; this map covers both).
+"""The relay: one stream forwarded from an upstream to a client (the I/O layer half).
 
-Lab 07's capstone: a relay in front of a model API that forwards bytes as they arrive, summarises each
-stream, closes the upstream when the client leaves, keeps idle connections alive and marks a death.
-
-sans-IO core (streamlab.core.relay):
-    stream     the five rules (`REQUIREMENTS`), the summary fields, the marked final event, and
-               `RelayedStream`: the pure half of relaying one stream (bytes in, what to send out)
-    pacing     `Pacing`: when the next keep-alive is due and when the upstream has been silent too long
-    grade      the relay checker's verdicts on what a relay delivered, its report, the seeded fuzz plan
+The tool's map across both layers is the docstring of `streamlab.core.relay` (one copy, so it cannot
+drift). The modules of this half:
 
 I/O layer (streamlab.net.relay):
-    upstream   the one upstream engine, shared by the relay, the gateway and the relay checker's tests:
-               `is_event_stream` callers, `UpstreamReader` (chunks, the end as an `Ending`, the client
-               gone, the server stopping, idle), the httpx-error-to-`Ending` mapping
+    upstream   the one upstream engine under the relay and the gateway: `UpstreamReader` (chunks, the end
+               as an `Ending`, the client gone, the server stopping, idle), the httpx-error-to-`Ending`
+               mapping, the headers both forward
     app        the reference relay: a Starlette app (`build_app`), `Relay` and `serve_relay()`
     serving    any ASGI app under uvicorn on a thread (`AppServer`), and `ServedApp`, the base the relay
-               and the gateway share (start, stop running streams, keep records in order), with one
-               notebook slot helper (`Slot`) for every `serve_x()` / `stop_x()` pair
+               and the gateway share (start, stop running streams, keep records in order)
 
-The relay checker is a room of its own (streamlab.net.relaycheck); the gateway grows this relay to several
-upstreams (streamlab.core.gateway, streamlab.net.gateway.app). Command line: streamlab.tools.cli.relay.
+Whether a response is an event stream is `streamlab.core.sse.is_event_stream`, for every reader; every
+`serve_x()` / `stop_x()` pair holds its server in a `streamlab.net.slot.Slot`.
 """
