@@ -155,6 +155,19 @@ def test_fixtures_are_refused_for_error_bodies_and_for_bodies_of_another_shape()
         fixture_from_capture(_made("cut", b"data: 1\n\ndata: 2", [(0.1, 16)]))
 
 
+def test_a_live_stream_with_keep_alive_comments_is_a_fixture_and_the_comments_are_no_events() -> None:
+    """A slow live stream carries sse-starlette's `: ping - <time>` comments (every 15 s); lab 11 live turns such
+    a stream into a fixture, so a comment block must give no event (and the parser must agree)."""
+    body = b'data: {"a":1}\n\n: ping - 2026-12-01 23:50:00\n\ndata: [DONE]\n\n'
+    fixture = fixture_from_capture(_made("pinged", body, [(0.1, len(body))]))
+    assert [e.data for e in fixture.expected.events] == ['{"a":1}', "[DONE]"]
+    assert {"comment", "no-dispatch-without-data"} <= set(fixture.rules)
+    result = run_harness([streamlab_contender()], [fixture], strategies=("whole", "random splits"), random_runs=20)
+    assert result.share("streamlab", fixture.name) == 1.0
+    with pytest.raises(ValueError, match="by hand"):  # a comment and data in one block is not read off by eye
+        fixture_from_capture(_made("mixed", b": hi\ndata: 1\n\n", [(0.1, 16)]))
+
+
 def test_the_split_harness_passes_the_library_and_catches_broken_parsers_on_a_real_capture() -> None:
     fixture = fixture_from_capture(CAPTURES["interrupted-first"])
     contenders = [streamlab_contender(), *gallery()]

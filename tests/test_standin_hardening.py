@@ -302,10 +302,29 @@ def test_half_sent_requests_are_answered_408_and_release_their_threads():
 
 
 def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout():
-    with StandIn({"m": Episode([Send(f) for f in CHAT])}, idle_timeout=0.2) as server, httpx.Client() as client:
-        assert client.post(server.url("chat/completions"), json=ASK).status_code == 200
+    """The server's side of the keep-alive contract, on a raw socket: the answer comes whole, then the idle
+    connection is closed (an EOF reaches the client) after `idle_timeout`, and a new connection is served.
+
+    (Reusing a pooled httpx connection here raced: the server could count the connection closed before its FIN
+    reached the client, which then sent its next request into a closed socket, as any keep-alive client can.)"""
+    body = json.dumps(ASK).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ada\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, idle_timeout=0.2) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(request)
+            started, received = time.monotonic(), bytearray()
+            while data := sock.recv(65536):  # returns b"" at the server's FIN; a 30 s timeout would raise
+                received += data
+            idle = time.monotonic() - started
+        chunks, terminated = dechunk(received.split(b"\r\n\r\n", 1)[1])
+        assert received.startswith(b"HTTP/1.1 200") and terminated and b"[DONE]" in b"".join(chunks)
+        assert idle >= 0.2, f"closed after {idle:.3f} s, before the idle timeout"
         assert server.wait_connections(0, timeout=30)
-        assert client.post(server.url("chat/completions"), json=ASK).status_code == 200
+        with httpx.Client() as client:
+            assert client.post(server.url("chat/completions"), json=ASK).status_code == 200
 
 
 def test_connections_over_the_cap_get_a_503_and_the_slot_comes_back():

@@ -229,10 +229,11 @@ def load_captures(folder: str | Path | None = None) -> dict[str, Capture]:
 def fixture_from_capture(capture: Capture) -> Fixture:
     """A split-harness fixture (`streamlab.core.harness.fixtures.Fixture`) of a captured event stream.
 
-    The expectation is not taken from any parser: it holds only for a body made of plain `data: VALUE` lines,
-    each followed by one blank line, with LF line ends (what llama-cpp-python sends), where the standard's
-    result can be read off directly: one "message" event per block, its data the text after "data: ". A body
-    of any other shape is refused (ValueError): write its expectation by hand, as for the other fixtures.
+    The expectation is not taken from any parser: it holds only for a body made of plain `data: VALUE` lines
+    and one-line comments (the keep-alive pings a slow live stream carries), each followed by one blank line,
+    with LF line ends (what llama-cpp-python sends), where the standard's result can be read off directly: one
+    "message" event per data block, its data the text after "data: ", nothing for a comment. A body of any
+    other shape is refused (ValueError): write its expectation by hand, as for the other fixtures.
     """
     if capture.status != 200 or not capture.content_type.startswith("text/event-stream"):
         raise ValueError(f"capture {capture.name!r} is not an event stream ({capture.status} {capture.content_type})")
@@ -241,13 +242,21 @@ def fixture_from_capture(capture: Capture) -> Fixture:
     if blocks[-1]:
         raise ValueError(f"capture {capture.name!r} does not end with a blank line: write its expectation by hand")
     events = []
+    comments = False
     for i, block in enumerate(blocks[:-1]):
-        if not block.startswith("data: ") or "\n" in block or "\r" in block or block.startswith("\ufeff"):
+        one_line = "\n" not in block and "\r" not in block and not block.startswith("\ufeff")
+        if one_line and block.startswith(":"):  # a keep-alive comment (sse-starlette's ping): no event
+            comments = True
+            continue
+        if not one_line or not block.startswith("data: "):
             raise ValueError(
-                f"capture {capture.name!r}, block {i}: not one plain `data: ` line; write its expectation by hand"
+                f"capture {capture.name!r}, block {i}: not one plain `data: ` line or comment; write its "
+                "expectation by hand"
             )
         events.append(SSEEvent("message", block[len("data: ") :], ""))
     rules: tuple[str, ...] = ("eol-lf", "field-split", "space-once", "dispatch-blank-line")
+    if comments:
+        rules += ("comment", "no-dispatch-without-data")
     if any(b > 0x7F for b in capture.body):
         rules += ("utf8",)
     server = capture.record.get("server", {})
