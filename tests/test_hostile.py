@@ -6,6 +6,7 @@ rest in-process. Nothing asserts on speed: the waits are on states, with generou
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -430,9 +431,6 @@ def test_an_unexpected_exception_in_the_probe_never_leaves_the_breaker_half_open
         assert gw.breakers["primary"].state == "closed"
 
 
-@pytest.mark.skip(
-    reason="issue 25 item 3 is unfinished: the half-open probe still keeps its permit on this path (stop-26 note)"
-)
 def test_a_bug_met_by_the_probe_releases_its_permit_and_ends_in_the_error_tree(monkeypatch, no_leaked_threads):
     import streamlab.net.gateway.exchange as exchange
     from streamlab.core.errors import InternalError, StreamlabError
@@ -456,9 +454,11 @@ def test_a_bug_met_by_the_probe_releases_its_permit_and_ends_in_the_error_tree(m
         monkeypatch.undo()
         assert probe.status_code == 502 and "RuntimeError: a bug nobody expected" in probe.json()["error"]["message"]
         assert gw.wait_for_logs(2) and gw.logs[1]["status"] == 502 and "internal error" in gw.logs[1]["detail"]
-        assert gw.breakers["primary"].state == "open" and not gw.breakers["primary"].probing
-        clock.advance(30)
+        # released as neutral: the gateway's own failure is not the upstream's, so the next request probes again
+        assert gw.breakers["primary"].state == "half_open" and not gw.breakers["primary"].probing
+        assert gw.logs[1]["tried"][0]["result"] == "neutral"
         assert client.post(gw.base_url + "/chat/completions", json=ASK).status_code == 200
+        assert gw.breakers["primary"].state == "closed"
     assert issubclass(InternalError, StreamlabError)
 
 
@@ -587,3 +587,301 @@ def test_an_upstream_with_its_own_key_never_sees_the_clients(monkeypatch, no_lea
     monkeypatch.delenv("STREAMLAB_TEST_PRIMARY_KEY")
     with pytest.raises(ValueError, match="STREAMLAB_TEST_PRIMARY_KEY is not set"):
         upstreams_from(["http://127.0.0.1:1/v1#STREAMLAB_TEST_PRIMARY_KEY"])
+
+
+def test_dashboard_feeds_are_capped_apart_from_the_api(no_leaked_threads):
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, max_connections=8, dashboard_max_feeds=3) as server:
+        feeds = [open_feed(server.port) for _ in range(3)]
+        try:
+            for feed in feeds:
+                read_feed_until(feed, b"event: snapshot")
+            with open_feed(server.port) as fourth:
+                refused = read_all(fourth)
+            assert refused.startswith(b"HTTP/1.1 503 ") and b"too_many_feeds" in refused
+            with httpx.Client(timeout=20) as client:  # the API still has its connections
+                assert client.post(server.url("chat/completions"), json=ASK).status_code == 200
+        finally:
+            for feed in feeds:
+                feed.close()
+
+
+# -- 5 and 10: decompression bombs against the checker and the client; headers dripped a byte at a time ----------
+
+
+def bomb_reply(status: bytes, content_type: bytes, size: int = 256 << 20) -> bytes:
+    bomb = gzip_twice(size)
+    return (
+        b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Encoding: gzip, gzip\r\nContent-Length: %d\r\n"
+        b"Connection: close\r\n\r\n%s" % (status, content_type, len(bomb), bomb)
+    )
+
+
+def test_the_checker_counts_decoded_bytes_after_every_layer(no_leaked_threads):
+    from streamlab.core.conformance.checks import probes_for
+    from streamlab.net.check import run_probe
+
+    upstream = RawUpstream(bomb_reply(b"200 OK", b"text/event-stream"))
+    before = peak_mb()
+    try:
+        with httpx.Client() as client:
+            result = run_probe(client, upstream.base_url, probes_for("chat", "m")[0], max_body_bytes=4 << 20)
+    finally:
+        upstream.close()
+    assert len(result.body) == 4 << 20 and "limit of 4194304 bytes" in (result.cut or "")
+    assert peak_mb() - before < 200  # it had decoded the whole body first: 2.1 GB for a gigabyte
+
+
+@pytest.mark.parametrize("status", [b"500 Oops", b"200 OK"])
+def test_the_client_decodes_a_bomb_in_bounded_pieces(status, no_leaked_threads):
+    from streamlab.core.errors import BadStatus, EventTooLarge
+    from streamlab.net.eventstream import MAX_ERROR_BODY_BYTES, EventStream
+
+    upstream = RawUpstream(bomb_reply(status, b"application/json" if b"500" in status else b"text/event-stream"))
+    before = peak_mb()
+    try:
+        with pytest.raises((BadStatus, EventTooLarge)) as info:
+            with EventStream(upstream.base_url + "/chat/completions", {"model": "m"}, keep="none") as stream:
+                list(stream)
+    finally:
+        upstream.close()
+    if isinstance(info.value, BadStatus):
+        assert len(info.value.body) == MAX_ERROR_BODY_BYTES  # the 1 MiB cap, counted after decoding
+    assert peak_mb() - before < 200  # it had reached about 1 GB
+
+
+class DripServer:
+    """A server that sends a status line, then one byte of a header line every 0.1 s, for ever."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                    while not self.stopping.wait(0.1):
+                        conn.sendall(b"a")
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+        self.sock.close()
+
+
+def test_the_sync_clients_deadline_covers_the_wait_for_headers(no_leaked_threads):
+    from streamlab.core.errors import DeadlineExceeded
+    from streamlab.net.eventstream import EventStream
+
+    server = DripServer()
+    started = time.monotonic()
+    try:
+        with pytest.raises(DeadlineExceeded):
+            EventStream(server.base_url + "/chat/completions", {"model": "m"}, deadline=1.0, read_timeout=60).open()
+    finally:
+        server.close()
+    assert time.monotonic() - started < 15  # it had waited for the headers for ever (each byte within 60 s)
+
+
+def test_the_checker_gives_up_on_dripped_headers_at_its_deadline(no_leaked_threads):
+    from streamlab.core.conformance.checks import probes_for
+    from streamlab.net.check import run_probe
+
+    server = DripServer()
+    started = time.monotonic()
+    try:
+        with httpx.Client() as client:
+            result = run_probe(client, server.base_url, probes_for("chat", "m")[0], timeout=60, deadline=1.0)
+    finally:
+        server.close()
+    assert result.status is None and "deadline of 1 s" in (result.cut or "")
+    assert time.monotonic() - started < 15
+
+
+# -- 8: deadlines before and during the request, and a connection cap, for the relay and the gateway -------------
+
+
+def guarded_app_server(**options):
+    """An `AppServer` (what the relay and the gateway run on) whose one route reads its body with a deadline."""
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from streamlab.net.relay.serving import AppServer
+    from streamlab.net.relay.upstream import read_request_body
+
+    async def echo(request):
+        body = await read_request_body(request, limit=1 << 20, timeout=0.5)
+        return body if isinstance(body, Response) else Response(b"got %d" % len(body))
+
+    return AppServer(Starlette(routes=[Route("/echo", echo, methods=["POST"])]), **options)
+
+
+def until(condition, what: str, timeout: float = 30.0) -> None:
+    """Wait for a state (a safety net for a hung test, never a measurement)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def test_a_head_or_a_body_that_never_finishes_is_cut_at_its_deadline(no_leaked_threads):
+    with guarded_app_server(head_timeout=0.5) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as idle:
+            assert idle.recv(1) == b""  # closed without a word: it had been held for ever
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as dripping:
+            dripping.sendall(b"POST /echo HTTP/1.1\r\nHost")  # the rest never comes, as from a dripping client
+            assert read_all(dripping).startswith(b"HTTP/1.1 408 ")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as slow_body:
+            slow_body.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+            reply = read_all(slow_body)
+            assert reply.startswith(b"HTTP/1.1 408 ") and b"did not arrive within 0.5 s (3 bytes came)" in reply
+        with httpx.Client(timeout=20) as client:
+            assert client.post(server.url + "/echo", content=b"12345").text == "got 5"
+
+
+@pytest.mark.parametrize("kind", ["relay", "gateway"])
+def test_connections_over_the_cap_get_a_503_and_give_their_descriptor_back(kind, no_leaked_threads):
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream,
+        served(kind, upstream.base_url, max_connections=4) as server,
+    ):
+        idle = [socket.create_connection(("127.0.0.1", server.port), timeout=20) for _ in range(4)]
+        try:
+            until(lambda: server.open_connections() == 4, "the server to take the four in")
+            with socket.create_connection(("127.0.0.1", server.port), timeout=20) as extra:
+                refused = read_all(extra)
+            assert refused.startswith(b"HTTP/1.1 503 ") and b"too many connections" in refused
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.monotonic() + 20
+        while True:  # the slots come back as the idle ones close
+            with httpx.Client(timeout=20) as client:
+                reply = client.post(server.base_url + "/chat/completions", json=ASK)
+            if reply.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert reply.status_code == 200
+
+
+# -- 5 and 10: check-relay against a relay that streams for ever, or drips its headers -----------------------------
+
+
+def endless_relay():
+    """A "relay" that answers every stream with chat chunks, as fast as it can, for ever."""
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    from streamlab.net.relay.serving import AppServer
+
+    chunk = b"".join(shapes.chat_text_stream(["word "] * 200, model="m")[1:-3])
+
+    async def forever(request):
+        async def body():
+            while True:
+                yield chunk
+                await asyncio.sleep(0)  # let the loop run: a client that left, a server stopping
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return AppServer(Starlette(routes=[Route("/v1/chat/completions", forever, methods=["POST"])]))
+
+
+def test_the_relay_checker_keeps_a_bounded_part_of_an_endless_stream(no_leaked_threads):
+    from streamlab.net.relaycheck.probe import MAX_STREAM_BYTES, raw_stream, sdk_stream
+
+    before = peak_mb()
+    with endless_relay() as relay:
+        raw = raw_stream(relay.url + "/v1", "m", "chat", timeout=2.0)
+        sdk, _ = sdk_stream(relay.url + "/v1", "m", "chat", timeout=2.0)
+    assert not raw.complete and len(raw.body) <= MAX_STREAM_BYTES + (1 << 20) and "past" in raw.error
+    assert sdk.raised  # never a normal end
+    assert peak_mb() - before < 400  # it had run out of memory in 21 s
+
+
+def test_the_relay_checker_gives_up_on_dripped_headers(no_leaked_threads):
+    from streamlab.net.relaycheck.probe import raw_stream, sdk_stream
+
+    server = DripServer()
+    started = time.monotonic()
+    try:
+        raw = raw_stream(server.base_url, "m", "chat", timeout=1.0)
+        sdk, _ = sdk_stream(server.base_url, "m", "chat", timeout=1.0)
+    finally:
+        server.close()
+    assert "gave up" in raw.error and sdk.raised
+    assert time.monotonic() - started < 30  # each had waited for ever
+
+
+# -- 12: the smaller ones ------------------------------------------------------------------------------------------
+
+
+def test_starting_after_takes_only_a_plain_integer(no_leaked_threads):
+    from streamlab.core.standin.scenarios import scenario
+
+    with StandIn(scenario("background")) as server, httpx.Client(timeout=20) as client:
+        url = server.url("responses/resp_demo")
+        statuses = {
+            text: client.get(url, params={"stream": "true", "starting_after": text}).status_code
+            for text in ("+5", "1_0", " 5", "\u0665", "5")  # int() took all of these
+        }
+    assert statuses == {"+5": 400, "1_0": 400, " 5": 400, "\u0665": 400, "5": 200}
+
+
+@pytest.mark.parametrize("path", [b"/v1/chat/completions", b"/dashboard/events"])
+def test_a_five_thousand_digit_content_length_is_refused_not_a_500(path, no_leaked_threads):
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+            sock.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %s\r\n\r\n" % (path, b"9" * 5000))
+            reply = read_all(sock)
+    assert reply.startswith(b"HTTP/1.1 413 ")  # the API path had been a 500, the dashboard path silence
+
+
+@pytest.mark.parametrize("kind", ["relay", "gateway"])
+def test_a_response_id_of_dots_never_reaches_another_upstream_path(kind, no_leaked_threads):
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream,
+        served(kind, upstream.base_url) as server,
+    ):
+        for rid in (b"..", b"%2e%2e", b"."):  # sent as is: an HTTP client would resolve the dots itself
+            with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+                sock.sendall(b"GET /v1/responses/%s?stream=true HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % rid)
+                reply = read_all(sock)
+            assert reply.startswith(b"HTTP/1.1 404 ") and b'"param":"response_id"' in reply, reply[:300]
+        assert upstream.totals().requests == 0  # not one went upstream (it had reached the upstream's /v1)
+
+
+def test_a_retry_after_of_ten_years_opens_a_breaker_for_minutes_at_most(no_leaked_threads):
+    from streamlab.core.standin.script import error_episode
+    from streamlab.net.gateway.app import MAX_BREAKER_WAIT, ManualClock
+
+    clock = ManualClock()
+    down = error_episode(503, "down", retry_after="315360000")
+    with (
+        StandIn({"m": [down, Episode([Send(f) for f in CHAT])]}, usage="scripted") as upstream,
+        Gateway([upstream.base_url], failure_threshold=1, cooldown=30, clock=clock) as gw,
+        httpx.Client(timeout=20) as client,
+    ):
+        assert client.post(gw.base_url + "/chat/completions", json=ASK).status_code == 503
+        assert gw.breakers["primary"].open_until == MAX_BREAKER_WAIT  # not ten years
+        clock.advance(MAX_BREAKER_WAIT)
+        assert client.post(gw.base_url + "/chat/completions", json=ASK).status_code == 200

@@ -188,13 +188,6 @@ LONG_FUNCTION_EXEMPTIONS: dict[str, str] = {
     "streamlab/core/standin/profiles.py::_llama_cpp_python": (
         "a table of one probe, quirk or option per line; ruff format put one item per line: split by table next round"
     ),
-    "streamlab/tools/cli/chaos.py::_cmd_chaos": "grew under ruff format (one argument per line): split next round",
-    "streamlab/tools/cli/chaos.py::register": (
-        "a table of one probe, quirk or option per line; ruff format put one item per line: split by table next round"
-    ),
-    "streamlab/tools/cli/relay.py::register": (
-        "a table of one probe, quirk or option per line; ruff format put one item per line: split by table next round"
-    ),
 }
 
 HEAVY_AT_RUNTIME = (

@@ -45,6 +45,7 @@ __all__ = [
     "Decision",
     "RetryPolicy",
     "parse_retry_after",
+    "MAX_RETRY_AFTER",
     "is_retryable_status",
     "VirtualClock",
 ]
@@ -102,8 +103,16 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> tuple[float | None, str]:
-    """What the server asked us to wait, in seconds, and which header said so.
+MAX_RETRY_AFTER = 3600.0
+"""The longest wait `parse_retry_after` reports (seconds): `Retry-After: 315360000` had made a gateway refuse
+an upstream for ten years, and 400 nines parse as infinity."""
+
+
+def parse_retry_after(
+    headers: Mapping[str, str], *, now: float | None = None, cap: float = MAX_RETRY_AFTER
+) -> tuple[float | None, str]:
+    """What the server asked us to wait, in seconds (at most `cap`: a longer wait is reported as `cap`, and
+    the source says "capped"), and which header said so.
 
     `retry-after-ms` (milliseconds, a number; an OpenAI extension) wins over the standard `Retry-After`
     (RFC 9110 section 10.2.3: either a non-negative number of seconds or an HTTP date). An HTTP date is
@@ -112,6 +121,13 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     A date in the past means "now": 0 s. Unparseable or negative values are ignored, as if the header were
     absent. Returns (None, "") when no usable header is present.
     """
+    asked, source = _retry_after(headers, now)
+    if asked is not None and asked > cap:
+        return cap, f"{source} (capped at {cap:g} s)"
+    return asked, source
+
+
+def _retry_after(headers: Mapping[str, str], now: float | None) -> tuple[float | None, str]:
     raw_ms = _header(headers, "retry-after-ms")
     if raw_ms is not None:
         try:
@@ -125,7 +141,7 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
         return None, ""
     raw = raw.strip()
     if _DELAY_SECONDS.fullmatch(raw):  # delay-seconds = 1*DIGIT; a decimal fraction is accepted, as SDKs do
-        return float(raw), "Retry-After"
+        return (float(raw) if len(raw) <= 32 else math.inf), "Retry-After"
     when = None if now is None else _http_date(raw)
     if when is None or now is None:
         return None, ""

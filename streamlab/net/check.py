@@ -22,10 +22,7 @@ times and stops reading:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -35,7 +32,7 @@ from streamlab.core.conformance.checks import MAX_TOKENS, ProbeRequest, ProbeRes
 from streamlab.core.conformance.grade import grade, timing_facts
 from streamlab.core.decompress import BoundedDecoder
 from streamlab.core.errors import ConnectFailed, EncodingError
-from streamlab.net.eventstream import connect_trace
+from streamlab.net.eventstream import SocketDeadline
 
 __all__ = ["check_endpoint", "run_probe", "DEFAULT_TIMEOUT", "DEFAULT_DEADLINE", "MAX_BODY_BYTES", "USER_AGENT"]
 
@@ -75,8 +72,8 @@ def run_probe(
         headers["Authorization"] = f"Bearer {api_key}"
     limits = httpx.Timeout(timeout, read=min(timeout, deadline))
     start = time.perf_counter()
-    guard = _Deadline(start + deadline + _GRACE)
-    trace = {"trace": connect_trace(guard.arm)}
+    guard = SocketDeadline(deadline + _GRACE)
+    trace = {"trace": guard.trace}
     try:
         with client.stream(
             "POST", url, content=probe.content, headers=headers, timeout=limits, extensions=trace
@@ -100,32 +97,9 @@ def run_probe(
 
 
 _GRACE = 0.5
-"""Seconds past a probe's deadline before its socket is shut down (the body loop's own check comes first)."""
-
-
-class _Deadline:
-    """Shut a probe's socket down at its deadline, from the moment it connects: a server that drips its header
-    bytes, each read within the read timeout, had kept `streamlab check` waiting for ever."""
-
-    def __init__(self, at: float) -> None:
-        self.at = at
-        self.fired = False
-        self.timer: threading.Timer | None = None
-
-    def arm(self, sock: socket.socket) -> None:
-        def fire() -> None:
-            self.fired = True
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-        self.timer = threading.Timer(max(0.0, self.at - time.perf_counter()), fire)
-        self.timer.daemon = True
-        self.timer.start()
-
-    def cancel(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer.join()
+"""Seconds past a probe's deadline before its socket is shut down (the body loop's own check comes first): a
+server that drips its header bytes, each read within the read timeout, had kept `streamlab check` waiting for
+ever."""
 
 
 def _read(

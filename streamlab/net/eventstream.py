@@ -70,6 +70,7 @@ Keyword parameters, the same for `EventStream`, `AsyncEventStream` and every sho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json as _json
 import threading
 import time
@@ -104,6 +105,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "MAX_ERROR_BODY_BYTES",
     "connect_trace",
+    "SocketDeadline",
 ]
 
 DEFAULT_READ_TIMEOUT = 30.0
@@ -512,6 +514,46 @@ def connect_trace(
             previous(name, info)
 
     return trace
+
+
+class SocketDeadline:
+    """Shut a request's socket down `seconds` from now, once it has connected (`connect_trace`): what ends a
+    server that drips its header bytes, or streams for ever, whatever the per-read timeouts say.
+
+    Give `hook` to an httpx client as a request event hook (`event_hooks={"request": [deadline.hook]}`,
+    which also reaches the clients the openai SDK is given), or `trace` as a request's `trace` extension.
+    `fired` says whether it went off; `cancel()` (always, when done) stops and joins its timer.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.perf_counter() + seconds
+        self.fired = False
+        self.trace = connect_trace(self._arm)
+        self._timers: list[threading.Timer] = []
+        self._lock = threading.Lock()
+
+    def hook(self, request: httpx.Request) -> None:
+        request.extensions["trace"] = connect_trace(self._arm, request.extensions.get("trace"))
+
+    def _arm(self, sock: Any) -> None:
+        def fire() -> None:
+            self.fired = True
+            with contextlib.suppress(OSError):
+                sock.shutdown(2)  # SHUT_RDWR: a blocked read returns at once
+
+        timer = threading.Timer(max(0.0, self.at - time.perf_counter()), fire)
+        timer.daemon = True
+        with self._lock:
+            self._timers.append(timer)
+        timer.start()
+
+    def cancel(self) -> None:
+        with self._lock:
+            timers, self._timers = self._timers, []
+        for timer in timers:
+            timer.cancel()
+            if timer is not threading.current_thread():
+                timer.join()
 
 
 def _on_connect(request: httpx.Request, callback: Callable[[Any], None]) -> None:

@@ -163,6 +163,7 @@ MARKER_CODES: dict[str, tuple[str, str]] = {
 
 BOM = b"\xef\xbb\xbf"
 DONE = b"[DONE]"
+_IN_PROGRESS = Ending.IN_PROGRESS  # (a module constant: an enum member read through its class costs 0.2 us)
 
 MAX_UNPARSED = 64
 """Chunks a loop may forward before it has `RelayedStream.catch_up` parse them (it does at the end of a burst)."""
@@ -267,7 +268,7 @@ class RelayedStream:
     @property
     def done(self) -> bool:
         """True once the stream has ended one way or another (nothing more will be sent)."""
-        return self.ending is not Ending.IN_PROGRESS
+        return self.ending is not _IN_PROGRESS
 
     def upstream(self, chunk: bytes, now: float) -> bytes:
         """Take an upstream chunk; return the bytes to send downstream now (the chunk itself, as a rule).
@@ -281,7 +282,7 @@ class RelayedStream:
         """Take an upstream chunk and return the bytes to send downstream now, leaving the parsing for
         `catch_up` (so the bytes go out first; several chunks can be parsed in one go). Every method here
         catches up first; call `catch_up()` before reading `parser`, `accumulator` or `events` directly."""
-        if self.ending is not Ending.IN_PROGRESS or not chunk:
+        if self.ending is not _IN_PROGRESS or not chunk:
             return b""
         self.bytes_in += len(chunk)
         if self.keep_raw:
@@ -296,7 +297,8 @@ class RelayedStream:
                 out = buf[3:] if buf.startswith(BOM) else buf
         self._unparsed.append((chunk, now))
         if not self._may_end:  # "[DONE]" in this chunk, or across its start (the stream's last 5 bytes before it)
-            self._may_end = DONE in chunk or DONE in self._last + chunk[:5]
+            if 0x44 in chunk or 0x44 in self._last:  # a "D" first: a byte test costs a tenth of a bytes search
+                self._may_end = DONE in chunk or DONE in self._last + chunk[:5]
             self._last = chunk[-5:] if len(chunk) >= 5 else (self._last + chunk)[-5:]
         self.bytes_out += len(out)
         return out

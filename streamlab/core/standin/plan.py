@@ -17,6 +17,7 @@ a path that matches none gets the one 404.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -402,6 +403,10 @@ def _retrieve(room: Room, request: Request, learner: str, params: dict[str, str]
     )
 
 
+_SEQUENCE = re.compile(r"-?[0-9]{1,18}")
+"""A `starting_after` value: a decimal integer, ASCII digits only, no sign but a minus, no underscores."""
+
+
 def _resume_point(
     stored: StoredResponse, head: RequestHead, query: dict[str, list[str]]
 ) -> tuple[int | Reply, str | None]:
@@ -409,10 +414,9 @@ def _resume_point(
     frames = stored.frames
     if "starting_after" in query:
         text = query["starting_after"][-1]
-        try:
-            after = int(text)
-        except ValueError:
+        if not _SEQUENCE.fullmatch(text):  # int() also takes "+5", " 5", "1_0" and other scripts' digits
             return _error(400, f"starting_after must be an integer, got {text!r}", param="starting_after"), None
+        after = int(text)
         start = 0
         for i, (seq, _) in enumerate(frames):
             if seq is not None and seq <= after:

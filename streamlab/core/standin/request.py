@@ -181,6 +181,11 @@ def admit(head: RequestHead, *, max_body_bytes: int) -> ReadBody | Reply:
             return refusal(400, f"conflicting Content-Length headers: {', '.join(values)}")
         if not values[0].isdigit() or not values[0].isascii():
             return refusal(400, f"invalid Content-Length {values[0]!r}")
+        if len(values[0]) > 18:  # int() refuses 4,300 digits and more: a 5,000-digit length was a 500
+            return refusal(
+                413,
+                f"request body of {_short(values[0], 30)} bytes exceeds the stand-in's limit of {max_body_bytes} bytes",
+            )
         length = int(values[0])
     if length > max_body_bytes:
         return refusal(413, f"request body of {length} bytes exceeds the stand-in's limit of {max_body_bytes} bytes")

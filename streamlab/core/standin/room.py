@@ -12,8 +12,11 @@ Scripts and stored responses are shared: they are frozen values, read by everyon
 A response id therefore names each learner's own copy: learner A cancelling `resp_demo` cancels A's, never
 B's. `Room.reset(learner)` starts one learner over (the `POST /v1/reset` route); `Room.reset()` everyone.
 
-The room remembers at most `max_learners` learners; past that the one seen least recently is forgotten
-(starts over if they come back), so a client inventing a new key per request cannot grow it without bound.
+The room remembers at most `max_learners` learners; past that one is forgotten (starts over if they come
+back), so a client inventing a new key per request cannot grow it without bound. The one forgotten is the
+learner seen only once longest ago, if any, else the one seen least recently: 10,001 new keys had forgotten
+every learner of a room in 15 s; now a flood of keys used once forgets only keys used once, and displacing
+the room's real learners takes two requests for every one of them, made after their last.
 """
 
 from __future__ import annotations
@@ -146,6 +149,7 @@ class Room:
         self.scripts: Script = {}
         self.stored: dict[str, StoredResponse] = {}
         self.learners: OrderedDict[str, Learner] = OrderedDict()
+        self.newcomers: OrderedDict[str, None] = OrderedDict()  # learners seen once so far: forgotten first
         self.memo: dict[tuple[int, str], tuple[Episode, tuple[Step, ...]]] = {}
         self.played: dict[tuple[int, bool], tuple[Episode, tuple[Action, ...]]] = {}  # see plan._memo_actions
         self.set_scripts(scripts, stored=stored)
@@ -170,19 +174,32 @@ class Room:
         """Start `learner` over (their counts, fetches and cancels), or everyone when None."""
         if learner is None:
             self.learners.clear()
+            self.newcomers.clear()
         else:
             self.learners.pop(learner, None)
+            self.newcomers.pop(learner, None)
 
     def learner(self, key: str) -> Learner:
         """The state of learner `key`, created on first use (and marked as the most recently seen)."""
         state = self.learners.get(key)
         if state is None:
             state = self.learners[key] = Learner()
+            self.newcomers[key] = None
             while len(self.learners) > self.max_learners:
-                self.learners.popitem(last=False)
+                self._forget_one(but=key)
         else:
             self.learners.move_to_end(key)
+            self.newcomers.pop(key, None)
         return state
+
+    def _forget_one(self, *, but: str) -> None:
+        """Forget the learner seen once longest ago (a flood of new keys forgets only its own kind), or, when
+        every other learner came back at least once, the one seen least recently; never `but`."""
+        victim = next((k for k in self.newcomers if k != but), None)
+        if victim is None:
+            victim = next(k for k in self.learners if k != but)
+        del self.learners[victim]
+        self.newcomers.pop(victim, None)
 
     def pick(self, key: str, model: str) -> tuple[int, Episode | ErrorEpisode] | None:
         """Count one more create request of learner `key` for `model`; its episode (index, episode), or

@@ -85,7 +85,7 @@ from streamlab.net.relay.upstream import (
     forwarded_request_headers,
     forwarded_response_headers,
     read_request_body,
-    too_large,
+    refuse_path,
 )
 from streamlab.net.slot import Slot
 
@@ -102,6 +102,7 @@ __all__ = [
     "LOGGER",
     "HOMES",
     "CREDENTIALS",
+    "MAX_BREAKER_WAIT",
 ]
 
 LOGGER = logging.getLogger("streamlab.gateway")
@@ -118,6 +119,9 @@ DEFAULT_NAMES = ("primary", "secondary", "tertiary")
 """Names given to upstreams listed without one (then upstream4, upstream5...)."""
 
 HOMES = 10_000
+
+MAX_BREAKER_WAIT = 300.0
+"""The longest an upstream's `Retry-After` can keep its breaker open (seconds): it asked for ten years once."""
 """How many response ids the gateway remembers the upstream of (retrieve and cancel go there)."""
 
 _NAMED = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]{0,39})=(.+)$")
@@ -335,10 +339,13 @@ class GatewayState:
     # -- requests --
 
     async def handle(self, request: Request) -> Response:
+        refused = refuse_path(request)
+        if refused is not None:
+            return refused
         started = self.perf()
         body = await read_request_body(request, self.config.max_body_bytes)
-        if body is None:
-            return too_large(self.config.max_body_bytes)
+        if isinstance(body, Response):  # refused: too large, or too slow
+            return body
         return Exchange(self, request, body, started)
 
     async def metrics_page(self, request: Request) -> Response:
@@ -400,7 +407,7 @@ class GatewayState:
 
     @staticmethod
     def retry_after(upstream: httpx.Response) -> float | None:
-        return parse_retry_after(upstream.headers, now=time.time())[0]
+        return parse_retry_after(upstream.headers, now=time.time(), cap=MAX_BREAKER_WAIT)[0]
 
 
 def build_gateway_app(config: GatewayConfig) -> Starlette:
@@ -423,9 +430,10 @@ class Gateway(ServedApp):
 
     `upstreams`: base URLs, or `NAME=URL`, in order of preference (see `upstreams_from`). The keywords are
     `GatewayConfig`'s; `on_log` is called with each log record. `base_url` is what a client uses,
-    `metrics_url` the metrics page; `logs` holds every finished request's record, `breakers` a snapshot of
-    the breakers, `metrics_text()` the metrics page without HTTP. Stopping ends running streams with the
-    marked final event, closes every connection and joins the thread.
+    `metrics_url` the metrics page; `logs` holds the last finished requests' records, `breakers` a snapshot of
+    the breakers, `metrics_text()` the metrics page without HTTP. `max_body_bytes`, `max_records` and
+    `max_connections` bound what clients can make it hold, as for the relay (`streamlab.net.relay.app`).
+    Stopping ends running streams with the marked final event, closes every connection and joins the thread.
     """
 
     def __init__(
@@ -444,6 +452,7 @@ class Gateway(ServedApp):
         on_log: Callable[[dict[str, Any]], None] | None = None,
         max_body_bytes: int = MAX_REQUEST_BYTES,
         max_records: int = MAX_RECORDS,
+        max_connections: int | None = None,
     ) -> None:
         self.config = GatewayConfig(
             upstreams_from(upstreams),
@@ -459,7 +468,16 @@ class Gateway(ServedApp):
         )
         app = build_gateway_app(self.config)
         self._state: GatewayState = app.state.gateway
-        self._serve(app, self._state, host=host, port=port, name="gateway", on_record=on_log, max_records=max_records)
+        self._serve(
+            app,
+            self._state,
+            host=host,
+            port=port,
+            name="gateway",
+            on_record=on_log,
+            max_records=max_records,
+            max_connections=max_connections,
+        )
 
     @property
     def metrics_url(self) -> str:
@@ -471,7 +489,7 @@ class Gateway(ServedApp):
 
     @property
     def logs(self) -> list[dict[str, Any]]:
-        """Every finished request's log record so far, in the order they finished."""
+        """The last `max_records` finished requests' log records, in the order they finished."""
         return self._recorded()
 
     summaries = logs  # the relay's name for the same thing (`streamlab relay` prints either)

@@ -67,6 +67,7 @@ HOLD_LIMIT = 1 << 20
 that large in practice, and holding more would only delay the client)."""
 
 _KEEPALIVE = b": keep-alive\n\n"
+_CHUNK = Read.CHUNK  # read once: an enum member looked up through its class costs 0.2 us, per chunk here
 
 
 @dataclass
@@ -442,10 +443,10 @@ class Exchange(Response):
         config, perf = self.state.config, self.state.perf
         pacing = Pacing(keepalive=config.keepalive, read_timeout=config.read_timeout, now=perf())
         recorded = False  # the breaker hears about an attempt once, at its first death or at its end
-        while True:
-            item = await reader.next(pacing.wait(perf()))
+        while True:  # (a chunk already queued needs no wait worked out)
+            item = await reader.next(None if reader.queued else pacing.wait(perf()))
             now = item.at
-            if item.kind is Read.CHUNK:
+            if item.kind is _CHUNK:
                 pacing.upstream(now)
                 await self._body(rs.forward(item.data, now))  # the bytes first, then the parse
                 if rs.answered:  # the terminal event went out: end the client's body now, then drain

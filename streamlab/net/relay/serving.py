@@ -5,12 +5,22 @@
 records in order for callers: a ring, since a server that runs all day must not keep every summary).
 The notebook helpers around them (`serve_relay`, `serve_gateway`) hold their server in a
 `streamlab.net.slot.Slot`.
+
+uvicorn gives a connection that never finishes its request head all the time it wants, and counts no
+connection until a request arrives: 1,100 idle connections against a 1,024-descriptor limit had locked every
+client out of the relay and the gateway. `AppServer` therefore serves with `GuardedH11`, uvicorn's own h11
+protocol plus two defences: a request head must be complete within `head_timeout` seconds of the
+connection (or of the next request's first byte), and at most `max_connections` connections are open at
+once (the next one gets a 503 and is closed at once, so its descriptor comes back). The body's deadline is
+the app's (`streamlab.net.relay.upstream.read_request_body`); an idle kept-alive connection is closed after
+uvicorn's `timeout_keep_alive` (5 s).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -18,8 +28,85 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["AppServer", "ServedApp", "MAX_RECORDS"]
+__all__ = ["AppServer", "ServedApp", "GuardedH11", "MAX_RECORDS", "HEAD_TIMEOUT", "default_max_connections"]
+
+HEAD_TIMEOUT = 10.0
+"""Seconds a client has to send a whole request head, from the connection or the next request's first byte."""
+
+
+def _raw_reply(status: str, message: str, kind: str, extra: str = "") -> bytes:
+    """A whole HTTP/1.1 reply, written before (or instead of) uvicorn's own: an OpenAI-shaped error, then close."""
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
+    head = f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}connection: close\r\n"
+    return head.encode() + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+_REFUSED = _raw_reply(
+    "503 Service Unavailable", "too many connections at once; try again shortly", "server_error", "retry-after: 1\r\n"
+)
+_LATE = _raw_reply("408 Request Timeout", "the request head did not arrive in time", "invalid_request_error")
+
+
+def default_max_connections() -> int:
+    """Half the process's file descriptors (each relayed stream also holds one upstream), at most 1,000."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 500
+    if soft == resource.RLIM_INFINITY:
+        return 1000
+    return max(16, min(1000, soft // 2 - 32))
+
+
+class GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request head and a cap on open connections (module
+    docstring). `head_timeout` and `max_connections` are set on a subclass per server (`AppServer` does)."""
+
+    head_timeout: float = HEAD_TIMEOUT
+    max_connections: int = 500
+
+    def connection_made(self, transport: Any) -> None:
+        self._head_timer: Any = None
+        self._got = False
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            transport.write(_REFUSED)
+            transport.close()
+            return
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        self._got = True
+        if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._arm()  # the first byte of the next request on a kept-alive connection
+        cycle = self.cycle
+        super().data_received(data)
+        if self.cycle is not cycle:  # a whole request head arrived
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._head_timer = self.loop.call_later(self.head_timeout, self._late)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _late(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            if self._got:
+                self.transport.write(_LATE)
+            self.transport.close()
+
 
 MAX_RECORDS = 10_000
 """Finished records (summaries, log lines) a relay or gateway keeps for callers; older ones are forgotten."""
@@ -35,9 +122,23 @@ class AppServer:
     """
 
     def __init__(
-        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, graceful: float = 2.0, name: str = "asgi"
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        graceful: float = 2.0,
+        name: str = "asgi",
+        head_timeout: float = HEAD_TIMEOUT,
+        max_connections: int | None = None,
     ) -> None:
+        if not head_timeout > 0 or (max_connections is not None and max_connections < 1):
+            raise ValueError(
+                f"head_timeout must be > 0 and max_connections >= 1, got {head_timeout}, {max_connections}"
+            )
         self.app = app
+        self.head_timeout = head_timeout
+        self.max_connections = default_max_connections() if max_connections is None else max_connections
         self.host = host
         self._requested_port = port
         self._graceful = graceful
@@ -68,7 +169,11 @@ class AppServer:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=int(self._graceful) or 1,
-            http="h11",
+            http=type(
+                "GuardedH11",
+                (GuardedH11,),
+                {"head_timeout": self.head_timeout, "max_connections": self.max_connections},
+            ),
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
@@ -99,6 +204,11 @@ class AppServer:
     @property
     def running(self) -> bool:
         return self._server is not None
+
+    def open_connections(self) -> int:
+        """Connections open right now (idle ones included)."""
+        server = self._server
+        return 0 if server is None else len(server.server_state.connections)
 
     def __enter__(self) -> AppServer:
         if self._server is None:
@@ -142,6 +252,7 @@ class ServedApp:
         name: str,
         on_record: Callable[[dict[str, Any]], None] | None,
         max_records: int = MAX_RECORDS,
+        max_connections: int | None = None,
     ) -> None:
         self._app = app
         self._state = state
@@ -149,7 +260,7 @@ class ServedApp:
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_records)
         self._count = 0  # records ever written (the ring forgets, this does not)
         self._cond = threading.Condition()
-        self._server = AppServer(app, host=host, port=port, name=name)
+        self._server = AppServer(app, host=host, port=port, name=name, max_connections=max_connections)
 
     def _record(self, record: dict[str, Any]) -> None:
         with self._cond:
@@ -196,6 +307,10 @@ class ServedApp:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def open_connections(self) -> int:
+        """Connections open right now (idle ones included; at most `max_connections` stay open)."""
+        return self._server.open_connections()
 
     @property
     def port(self) -> int:

@@ -27,6 +27,7 @@ import collections
 import contextlib
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,8 +66,10 @@ __all__ = [
     "read_reply",
     "json_reply",
     "MAX_REQUEST_BYTES",
+    "BODY_TIMEOUT",
     "read_request_body",
     "too_large",
+    "refuse_path",
 ]
 
 FORWARD_REQUEST = (
@@ -148,18 +151,55 @@ async def read_reply(response: httpx.Response, *, timeout: float, limit: int = M
     return UpstreamReply(json.dumps(error).encode("ascii"), error, problem, replace)
 
 
-async def read_request_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes | None:
-    """The request's body, or None when it is over `limit` bytes (said by its Content-Length before any byte is
-    read, or found while reading: a chunked upload says nothing in advance)."""
+BODY_TIMEOUT = 30.0
+"""Seconds a client has, from its request head, to send the whole body (a 408 past it)."""
+
+
+async def read_request_body(
+    request: Request, limit: int = MAX_REQUEST_BYTES, timeout: float = BODY_TIMEOUT
+) -> bytes | Response:
+    """The request's body, or the refusal to send instead: a 413 when it is over `limit` bytes (said by its
+    Content-Length before any byte is read, or found while reading: a chunked upload says nothing in advance),
+    a 408 when it has not all arrived within `timeout` seconds (a body dripped a byte at a time)."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and (len(length) > 18 or int(length) > limit):
-        return None
+        return too_large(limit)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
+
+    async def read() -> bool:
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > limit:
+                return False
+        return True
+
+    try:
+        whole = await asyncio.wait_for(read(), timeout)
+    except asyncio.TimeoutError:
+        message = f"the request body did not arrive within {timeout:g} s ({len(body)} bytes came)"
+        error = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "timeout"}}
+        return json_reply(error, 408, {"connection": "close"})
+    return bytes(body) if whole else too_large(limit)
+
+
+_RESPONSE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
+
+
+def refuse_path(request: Request) -> Response | None:
+    """A 404 for a response id that is not one (None for a fine request): `GET /v1/responses/..` had been
+    forwarded as `UPSTREAM/responses/..`, which every HTTP client resolves to the upstream's `/v1` itself."""
+    rid = request.path_params.get("response_id")
+    if rid is None or (_RESPONSE_ID.fullmatch(rid) and rid.strip(".")):
+        return None
+    error = {
+        "error": {
+            "message": "no such response id",
+            "type": "invalid_request_error",
+            "param": "response_id",
+            "code": "unknown_url",
+        }
+    }
+    return json_reply(error, 404)
 
 
 def too_large(limit: int) -> Response:
@@ -332,10 +372,10 @@ class UpstreamReader:
         self._task: asyncio.Task[None] | None = self._loop.create_task(self._read(response))
 
     async def _read(self, response: httpx.Response) -> None:
-        items, clock, chunk_kind = self._items, self.clock, Read.CHUNK
+        items, clock, chunk_kind, make = self._items, self.clock, Read.CHUNK, tuple.__new__
         try:
             async for chunk in response.aiter_raw():
-                items.append(Item(chunk_kind, clock(), chunk))
+                items.append(make(Item, (chunk_kind, clock(), chunk, None, "")))  # Item(...) without its Python __new__
                 waiter = self._waiter
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)

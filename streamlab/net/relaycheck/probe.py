@@ -33,6 +33,7 @@ from streamlab.core.relay.grade import (
 from streamlab.core.sse import parse
 from streamlab.core.standin.script import Cut, Episode, Send, Stall, Wait, paced
 from streamlab.net.chaos.proxy import ChaosProxy
+from streamlab.net.eventstream import SocketDeadline
 from streamlab.net.standin.server import StandIn
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "build_script",
     "raw_stream",
     "sdk_stream",
+    "MAX_STREAM_BYTES",
     "PIECES",
     "TEXT",
     "CHAT",
@@ -237,6 +239,11 @@ def _request(dialect: str, model: str) -> tuple[str, dict[str, Any]]:
     return "responses", {"model": model, "stream": True, "input": "hi"}
 
 
+MAX_STREAM_BYTES = 16 * 1024 * 1024
+"""The most of one relay's stream the checker keeps (raw bytes, or the SDK's text): no scripted stream comes
+near it, and a relay that streams for ever had run the checker out of memory in 21 s."""
+
+
 def deadline_for(timeout: float) -> float:
     """The longest a checker stream may last in all: a healthy relay ends every scripted stream well inside it."""
     return 3 * timeout
@@ -271,8 +278,11 @@ def raw_stream(base_url: str, model: str, dialect: str, *, timeout: float, leave
     result = RawResult(sent_at=time.perf_counter())
     data = bytearray()
     fired = threading.Event()
+    guard = SocketDeadline(deadline_for(timeout) + 1.0)  # the wait for the headers too: a relay may drip them
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), trust_env=False) as client:
+        with httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=5.0), trust_env=False, event_hooks={"request": [guard.hook]}
+        ) as client:
             with (
                 client.stream(
                     "POST", f"{base_url}/{path}", json=body, headers={"Authorization": "Bearer relay-check"}
@@ -284,6 +294,9 @@ def raw_stream(base_url: str, model: str, dialect: str, *, timeout: float, leave
                     for chunk in response.iter_raw():
                         data += chunk
                         result.arrivals.append((time.perf_counter(), len(data)))
+                        if len(data) > MAX_STREAM_BYTES:
+                            result.error = f"the stream went on past {MAX_STREAM_BYTES} bytes: the checker stopped"
+                            break
                         if leave_after is not None and len(parse(bytes(data))[0]) >= leave_after:
                             break
                     else:
@@ -291,9 +304,11 @@ def raw_stream(base_url: str, model: str, dialect: str, *, timeout: float, leave
     except httpx.HTTPError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     except Exception:  # closing from the watchdog may surface as any error of the reading side
-        if not fired.is_set():
+        if not fired.is_set() and not guard.fired:
             raise
-    if fired.is_set():
+    finally:
+        guard.cancel()
+    if fired.is_set() or guard.fired:
         result.complete = False
         result.error = f"the checker gave up after {deadline_for(timeout):g} s: the stream never ended"
     result.closed_at = time.perf_counter()
@@ -304,7 +319,9 @@ def raw_stream(base_url: str, model: str, dialect: str, *, timeout: float, leave
 def sdk_stream(base_url: str, model: str, dialect: str, *, timeout: float) -> tuple[SdkResult, int | None]:
     """Stream with the official openai SDK, as a user would; the text it yielded, what it raised, and the HTTP
     status (from the exception for an error status)."""
-    client = openai.OpenAI(base_url=base_url, api_key="relay-check", max_retries=0, timeout=timeout)
+    guard = SocketDeadline(deadline_for(timeout) + 1.0)  # the wait for the headers too: a relay may drip them
+    http = httpx.Client(timeout=timeout, trust_env=False, event_hooks={"request": [guard.hook]})
+    client = openai.OpenAI(base_url=base_url, api_key="relay-check", max_retries=0, timeout=timeout, http_client=http)
     text: list[str] = []
     fired = threading.Event()
     gave_up = SdkResult("", GAVE_UP, f"the checker gave up after {deadline_for(timeout):g} s")
@@ -316,19 +333,27 @@ def sdk_stream(base_url: str, model: str, dialect: str, *, timeout: float) -> tu
             with _watchdog(deadline_for(timeout), stream.response.close) as fired:
                 for chunk in stream:
                     text += [c.delta.content or "" for c in chunk.choices]
+                    if len(text) > MAX_STREAM_BYTES // 16:  # pieces of text: a relay that never stops
+                        break
         else:
             stream = client.responses.create(model=model, input="hi", stream=True)
             with _watchdog(deadline_for(timeout), stream.response.close) as fired:
-                text += [event.delta for event in stream if isinstance(event, ResponseTextDeltaEvent)]
-        if fired.is_set():
+                for event in stream:
+                    if isinstance(event, ResponseTextDeltaEvent):
+                        text.append(event.delta)
+                    if len(text) > MAX_STREAM_BYTES // 16:
+                        break
+        if fired.is_set() or guard.fired or len(text) > MAX_STREAM_BYTES // 16:
             return SdkResult("".join(text), gave_up.raised, gave_up.message), 200
         return SdkResult("".join(text)), 200
     except Exception as exc:  # whatever the SDK raises is the evidence: a raise is never a normal return
-        if fired.is_set():
+        if fired.is_set() or guard.fired:
             return SdkResult("".join(text), gave_up.raised, gave_up.message), 200
         return SdkResult("".join(text), type(exc).__name__, str(exc)), getattr(exc, "status_code", 200)
     finally:
+        guard.cancel()
         client.close()
+        http.close()
 
 
 # -- running the checks ------------------------------------------------------------------------------------------

@@ -42,13 +42,16 @@ from streamlab.core.standin.request import RequestHead
 from streamlab.net.standin.records import RecordBook, RequestRecord
 from streamlab.net.standin.wire import Connection, PageHandler
 
-__all__ = ["RoomFeed", "visit_of", "DASHBOARD_PATH", "DEFAULT_KEEPALIVE", "DEFAULT_RETRY_MS"]
+__all__ = ["RoomFeed", "visit_of", "DASHBOARD_PATH", "DEFAULT_KEEPALIVE", "DEFAULT_RETRY_MS", "DEFAULT_MAX_FEEDS"]
 
 DASHBOARD_PATH = "/dashboard"
 DEFAULT_KEEPALIVE = 15.0
 """Seconds of silence after which the feed writes a keep-alive comment."""
 DEFAULT_RETRY_MS = 2000
 """The `retry:` hint: how long a browser waits before reconnecting a dropped feed."""
+DEFAULT_MAX_FEEDS = 32
+"""Live feeds open at once (a projector or two, a few curious laptops); past them a page gets a 503, and the
+stand-in's other connections stay the API's."""
 _WAKE = 0.25  # seconds: how often a waiting feed looks at its client and at the stopping flag
 
 _FILES = {
@@ -113,11 +116,17 @@ class RoomFeed:
         *,
         keepalive: float = DEFAULT_KEEPALIVE,
         retry_ms: int = DEFAULT_RETRY_MS,
+        max_feeds: int = DEFAULT_MAX_FEEDS,
     ) -> None:
-        if not keepalive > 0 or retry_ms < 0:
-            raise ValueError(f"keepalive must be > 0 seconds and retry_ms >= 0, got {keepalive!r}, {retry_ms!r}")
+        if not keepalive > 0 or retry_ms < 0 or max_feeds < 1:
+            raise ValueError(
+                f"keepalive must be > 0 seconds, retry_ms >= 0 and max_feeds >= 1, got {keepalive!r}, {retry_ms!r}, "
+                f"{max_feeds!r}"
+            )
         self.keepalive = keepalive
         self.retry_ms = retry_ms
+        self.max_feeds = max_feeds
+        self.feeds = 0  # feeds open right now
         self._stopping = stopping
         self._cond = threading.Condition()
         self._board = Board(salt=os.urandom(16), epoch=secrets.token_hex(4))
@@ -196,7 +205,25 @@ class RoomFeed:
 
     def _events(self, conn: Connection, head: RequestHead) -> bool:
         """Play the feed on this connection until the page leaves or the server stops (never ends cleanly:
-        a page whose feed ends reconnects, and a stopped server is not coming back on this connection)."""
+        a page whose feed ends reconnects, and a stopped server is not coming back on this connection). Past
+        `max_feeds` open feeds the page gets a 503 instead, so open dashboards can never take the connections
+        the API needs (260 of them had taken all 256: every API call got 503)."""
+        with self._cond:
+            full = self.feeds >= self.max_feeds
+            if not full:
+                self.feeds += 1
+        if full:
+            message = f"the dashboard already has its maximum of {self.max_feeds} live feeds open; try again shortly"
+            body = json.dumps(error_body(message, "server_error", "too_many_feeds")).encode()
+            conn.send_reply(503, body, "application/json", headers=(("Retry-After", "5"),), close=True)
+            return False
+        try:
+            return self._play(conn, head)
+        finally:
+            with self._cond:
+                self.feeds -= 1
+
+    def _play(self, conn: Connection, head: RequestHead) -> bool:
         conn.send_stream_head((("X-Accel-Buffering", "no"),))
         conn.send_chunk(b"retry: %d\n\n" % self.retry_ms)
         cursor = last_event_id(head) or ""

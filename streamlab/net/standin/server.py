@@ -50,7 +50,7 @@ from streamlab.core.standin.script import (
     ScriptValue,
     StoredResponse,
 )
-from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, RoomFeed
+from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, DEFAULT_MAX_FEEDS, RoomFeed
 from streamlab.net.standin.records import (
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_MAX_RECORDS,
@@ -198,7 +198,7 @@ class StandIn:
     `profile` (a name from `streamlab.core.standin.profiles.PROFILES`, or a `Profile`) makes it answer as that server
     does, and answer any model the scripts do not name. The timeouts and caps are in the module docstring.
     `dashboard` serves the room dashboard at `dashboard_url` (on by default; its feed writes a keep-alive
-    comment after `dashboard_keepalive` seconds of silence).
+    comment after `dashboard_keepalive` seconds of silence; at most `dashboard_max_feeds` feeds are open at once).
     Use it as a context manager (`with StandIn(scripts) as server:`), or call `start()` and `stop()`.
     Stopping ends stalled streams, closes every connection and joins every thread it started.
     """
@@ -223,6 +223,7 @@ class StandIn:
         profile: str | Profile | None = None,
         dashboard: bool = True,
         dashboard_keepalive: float = DEFAULT_KEEPALIVE,
+        dashboard_max_feeds: int = DEFAULT_MAX_FEEDS,
     ) -> None:
         self.host = host
         self.max_body_bytes = max_body_bytes
@@ -232,7 +233,11 @@ class StandIn:
         room = Room(scripts, stored=stored, options=Options(usage=usage, require_input=require_input, profile=chosen))
         self._book = RecordBook(max_records=max_records, max_record_bytes=max_record_bytes)
         self._host = _Host(room, limits, self._book)
-        self._feed = RoomFeed(self._book, self._host.stopping, keepalive=dashboard_keepalive) if dashboard else None
+        self._feed = (
+            RoomFeed(self._book, self._host.stopping, keepalive=dashboard_keepalive, max_feeds=dashboard_max_feeds)
+            if dashboard
+            else None
+        )
         self._host.pages = None if self._feed is None else self._feed.page
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None

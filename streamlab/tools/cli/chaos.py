@@ -46,6 +46,53 @@ def _interrupt(signum: int, frame: object) -> None:
 def _cmd_chaos(args: argparse.Namespace) -> int:
     """Run the proxy until Ctrl-C, printing one line per finished connection."""
     from streamlab.core.chaos import ConnectionRecord
+
+    proxy = _proxy_of(args)
+    printed: set[int] = set()  # numbers of the connections already reported
+
+    def unreported(records: list[ConnectionRecord]) -> list[ConnectionRecord]:
+        return [r for r in records if r.closed and r.number not in printed]
+
+    def report() -> None:  # each connection once, when it has closed
+        records = proxy.records()
+        for rec in unreported(records):
+            if not args.quiet:
+                print(f"  {rec.line()}", flush=True)
+            printed.add(rec.number)
+        if records:  # forget the numbers that have left the proxy's ring of records
+            printed.difference_update([n for n in printed if n < records[0].number])
+
+    # Before the address is printed: a script that reads the address and soon sends SIGTERM must find the
+    # handler installed, not Python's default (which kills the process without the closing report).
+    for sig in (signal.SIGTERM, signal.SIGINT):  # SIGINT too: under nohup or & it starts ignored
+        signal.signal(sig, _interrupt)
+    try:
+        proxy.start()
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    try:  # from here on, Ctrl-C or SIGTERM always ends with the proxy stopped and the closing report
+        host, port = proxy.address
+        print(f"streamlab chaos: {host}:{port} -> {args.upstream[0]}:{args.upstream[1]} ({proxy.faults.describe()})")
+        if not args.quiet:
+            print("Ctrl-C stops it. One line per finished connection follows.")
+        sys.stdout.flush()
+        while True:
+            proxy.wait_until(lambda records: bool(unreported(records)), timeout=0.5)
+            report()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proxy.stop()
+    report()
+    records = proxy.records()
+    count = records[-1].number + 1 if records else 0
+    print(f"stopped after {count} connection{'s' if count != 1 else ''}", flush=True)
+    return 0
+
+
+def _proxy_of(args: argparse.Namespace) -> Any:
+    """The proxy the options describe (a usage error for options that contradict each other)."""
     from streamlab.core.errors import FaultSpecError
     from streamlab.net.chaos.proxy import ChaosProxy
 
@@ -78,54 +125,12 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         )
     except FaultSpecError as exc:
         args.parser.error(str(exc))
-    printed: set[int] = set()  # numbers of the connections already reported
-
-    def unreported(records: list[ConnectionRecord]) -> list[ConnectionRecord]:
-        return [r for r in records if r.closed and r.number not in printed]
-
-    def report() -> None:  # each connection once, when it has closed
-        records = proxy.records()
-        for rec in unreported(records):
-            if not args.quiet:
-                print(f"  {rec.line()}", flush=True)
-            printed.add(rec.number)
-        if records:  # forget the numbers that have left the proxy's ring of records
-            printed.difference_update([n for n in printed if n < records[0].number])
-
-    # Before the address is printed: a script that reads the address and soon sends SIGTERM must find the
-    # handler installed, not Python's default (which kills the process without the closing report).
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        proxy.start()
-    except OSError as exc:
-        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 1
-    try:  # from here on, Ctrl-C or SIGTERM always ends with the proxy stopped and the closing report
-        host, port = proxy.address
-        print(f"streamlab chaos: {host}:{port} -> {args.upstream[0]}:{args.upstream[1]} ({proxy.faults.describe()})")
-        if not args.quiet:
-            print("Ctrl-C stops it. One line per finished connection follows.")
-        sys.stdout.flush()
-        while True:
-            proxy.wait_until(lambda records: bool(unreported(records)), timeout=0.5)
-            report()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        proxy.stop()
-    report()
-    records = proxy.records()
-    count = records[-1].number + 1 if records else 0
-    print(f"stopped after {count} connection{'s' if count != 1 else ''}", flush=True)
-    return 0
+    return proxy
 
 
 def register(sub: Any) -> None:
     """Add the `chaos` subcommand to the `streamlab` parser's subparsers."""
-    from streamlab.core.chaos import parse_bandwidth, parse_byte_count, parse_hostport, parse_latency, parse_slice
-
-    def count(option: str) -> Callable[[str], int]:
-        return _option(lambda text: parse_byte_count(text, option=option))
+    from streamlab.core.chaos import parse_hostport
 
     p = sub.add_parser(
         "chaos",
@@ -150,6 +155,17 @@ def register(sub: Any) -> None:
         help="which bytes the faults touch: down = server -> client (default), up = client -> server, "
         "both = each direction on its own",
     )
+    _add_fault_options(p)
+    p.add_argument("--quiet", action="store_true", help="do not print a line per finished connection")
+    p.set_defaults(func=_cmd_chaos, parser=p)
+
+
+def _add_fault_options(p: Any) -> None:
+    from streamlab.core.chaos import parse_bandwidth, parse_byte_count, parse_latency, parse_slice
+
+    def count(option: str) -> Callable[[str], int]:
+        return _option(lambda text: parse_byte_count(text, option=option))
+
     p.add_argument(
         "--latency",
         type=_option(parse_latency),
@@ -191,5 +207,3 @@ def register(sub: Any) -> None:
         help="after BYTES bytes in a faulted direction, pass nothing more in it, not even the end, "
         "and keep the connection open until a peer gives up or the proxy stops",
     )
-    p.add_argument("--quiet", action="store_true", help="do not print a line per finished connection")
-    p.set_defaults(func=_cmd_chaos, parser=p)

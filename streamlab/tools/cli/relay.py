@@ -150,6 +150,11 @@ def _cmd_check_relay(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add the `relay` and `check-relay` subcommands to the `streamlab` parser's subparsers."""
+    _register_relay(sub)
+    _register_check_relay(sub)
+
+
+def _register_relay(sub: Any) -> None:
     p = sub.add_parser(
         "relay",
         help="run the reference streaming relay in front of an OpenAI-compatible upstream",
@@ -191,6 +196,8 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(func=_cmd_relay)
 
+
+def _register_check_relay(sub: Any) -> None:
     p = sub.add_parser(
         "check-relay",
         help="grade a relay (yours or the reference) on the five rules, through faults",
