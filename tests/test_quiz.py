@@ -28,6 +28,7 @@ from streamlab.tools.quizview import (
     quiz_html,
     quiz_text,
     shows,
+    site_quiz,
     text_of,
 )
 
@@ -499,3 +500,27 @@ def test_the_cli_stops_quietly_when_its_reader_goes_away() -> None:
         os.close(write)
     assert done.stderr == b"", done.stderr.decode()
     assert done.returncode == READER_GONE
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_sites_quiz_says_what_the_widget_says_for_every_answer(lab: str) -> None:
+    """The course site's quiz (docs/site/_static/quiz.js) shows the texts `site_quiz` made: each one must be what
+    the notebook's widget shows for the same click or number, and only the "Show all answers" part may hold the
+    answers before a click (the browser suite clicks the page itself: tests/browser/test_site.py)."""
+    view = build_quiz(lab)
+    data = site_quiz(view.quiz)
+    assert data["answers"] == answers_html(view.quiz)
+    for k, (question, item) in enumerate(zip(view.quiz.questions, data["questions"], strict=True)):
+        assert (item["id"], item["kind"]) == (question.id, question.kind)
+        if question.kind == "multiple_choice":
+            for i, choice in enumerate(item["choices"]):
+                view.buttons[k][i].click()
+                assert choice["verdict"] == view.feedback[k].value
+                assert choice["correct"] is question.choices[i].correct
+        else:
+            view.entries[k].value = repr(question.right_value.value)
+            right = next(e for e in item["numeric"] if e["kind"] == "value" and e["correct"])
+            assert right["verdict"] == view.feedback[k].value
+            view.entries[k].value = "1e300"  # matches no entry: the default
+            assert item["default"] == view.feedback[k].value
+    assert giveaways(view.quiz, data["title"] + "".join(q["html"] + q["code"] for q in data["questions"])) == []

@@ -43,6 +43,7 @@ __all__ = [
     "quiz_html",
     "quiz_text",
     "shows",
+    "site_quiz",
     "text_of",
 ]
 
@@ -320,6 +321,50 @@ class QuizView:
         bundle["text/html"] = html_of(self.quiz)
         bundle["text/plain"] = text_of(self.quiz) + "\n\n" + _fill(asking(self.quiz.lab), "", WIDTH)
         return bundle
+
+
+# =====================================================================================================
+# The static site's quiz: the same texts, graded by a small script in the reader's browser
+# =====================================================================================================
+
+
+def site_quiz(q: Quiz) -> dict[str, Any]:
+    """A loaded quiz as the course site's script needs it (a JSON-ready dict): each question's HTML, and for every
+    answer a learner can give the verdict HTML the widget would show, made here by the same functions, so the
+    static page and the notebook say the same words. Numeric entries keep jupyterquiz's meaning (`value`: that
+    number; `range`: low <= x < high; first match wins; `default_html` for any other number)."""
+    questions = []
+    for question in q.questions:
+        item: dict[str, Any] = {"id": question.id, "kind": question.kind, "html": _html(question.text)}
+        item["code"] = _pre(question.code)
+        if question.kind == "multiple_choice":
+            item["choices"] = [
+                {
+                    "letter": LETTERS[i],
+                    "html": _html(c.text) + _pre(c.code),
+                    "correct": c.correct,
+                    "verdict": _feedback_html(question, Verdict(c.correct, c.feedback)),
+                }
+                for i, c in enumerate(question.choices)
+            ]
+        else:
+            default = next((a.feedback for a in question.numeric if a.kind == "default"), "Not this number.")
+            item["numeric"] = [
+                {
+                    "kind": a.kind,
+                    "value": a.value,
+                    "low": a.low,
+                    "high": a.high,
+                    "correct": a.correct,
+                    "verdict": _feedback_html(question, Verdict(a.correct, a.feedback)),
+                }
+                for a in question.numeric
+                if a.kind != "default"
+            ]
+            item["default"] = _feedback_html(question, Verdict(False, default))
+        questions.append(item)
+    title = f"Checkpoint quiz, lab {q.lab}: {len(q.questions)} questions"
+    return {"lab": q.lab, "title": title, "questions": questions, "answers": answers_html(q)}
 
 
 def build_quiz(lab: str | int, folder: Path | None = None) -> QuizView:
