@@ -30,7 +30,7 @@ from streamlab.core.sse import SSEEvent, SSEParser, parse
 from streamlab.core.standin.actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
 from streamlab.core.standin.profiles import answer_episode, apply_profile
 from streamlab.core.standin.request import Request, RequestHead
-from streamlab.core.standin.room import Room, learner_of
+from streamlab.core.standin.room import Room, learner_of, room_full_message
 from streamlab.core.standin.script import (
     Cut,
     End,
@@ -100,6 +100,9 @@ def plan(room: Room, request: Request) -> Decision:
     matching = [(route, params) for route in ROUTES if (params := route.match(segments)) is not None]
     for route, params in matching:
         if route.method == head.method:
+            if route.planner in _STATEFUL and not room.admits(learner):  # a full room refuses new keys only
+                full = _error(429, room_full_message(room.max_learners), type="requests", code="room_full")
+                return Decision(full, Note(learner=learner))
             return route.planner(room, request, learner, params)
     if matching:
         allowed = sorted({route.method for route, _ in matching})
@@ -215,6 +218,65 @@ def _check_fields(room: Room, req: dict[str, Any], dialect: str) -> Reply | None
             return _error(
                 400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
             )
+    return _check_tools(req["tools"], dialect) if "tools" in req else None
+
+
+def _wrong_type(param: str, expected: str, value: Any) -> Reply:
+    got = _JSON_TYPE.get(type(value), type(value).__name__)
+    message = f"Invalid type for '{param}': expected {expected}, but got {got} instead."
+    return _error(400, message, param=param, code="invalid_type")
+
+
+def _missing(param: str) -> Reply:
+    return _error(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
+
+
+_TOOL_FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "name": (str, "a string"),
+    "description": (str, "a string"),
+    "parameters": (dict, "an object"),
+    "strict": (bool, "a boolean"),
+}
+"""A function tool's fields and the JSON type each must have (`parameters` may also be null)."""
+
+
+def _check_tools(tools: Any, dialect: str) -> Reply | None:
+    """The real API's 400 for a wrongly typed `tools` (naming the field: `tools[0].function.name`), or None.
+    A profile builds its answer from the first function tool: a string, a list of numbers or a function that is
+    not an object had reached it and ended in a stand-in 500 (issue 25)."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return _wrong_type("tools", "an array of objects", tools)
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict):
+            return _wrong_type(where, "an object", tool)
+        kind = tool.get("type")
+        if kind is None:
+            return _missing(f"{where}.type")
+        if not isinstance(kind, str):
+            return _wrong_type(f"{where}.type", "a string", kind)
+        if kind != "function":
+            if dialect == "chat" and kind != "custom":
+                return _error(
+                    400,
+                    f"Invalid value: '{kind}'. Supported values are: 'function' and 'custom'.",
+                    param=f"{where}.type",
+                    code="invalid_value",
+                )
+            continue
+        spec, where = (tool.get("function"), f"{where}.function") if dialect == "chat" else (tool, where)
+        if spec is None:
+            return _missing(where)
+        if not isinstance(spec, dict):
+            return _wrong_type(where, "an object", spec)
+        if "name" not in spec:
+            return _missing(f"{where}.name")
+        for field, (kinds, expected) in _TOOL_FIELDS.items():
+            value = spec.get(field)
+            if field in spec and not isinstance(value, kinds) and not (field == "parameters" and value is None):
+                return _wrong_type(f"{where}.{field}", expected, value)
     return None
 
 
@@ -517,6 +579,9 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", tuple(PROGRESS_PATH.split("/")[1:]), _progress),
 )
 """Every route the stand-in serves: method, path segments, the planner that decides."""
+
+_STATEFUL = frozenset({_create_chat, _create_responses, _retrieve, _cancel})
+"""The planners that keep state for their learner: a new key is refused before them when the room is full."""
 
 
 def stream_cancelled(room: Room, stream: Stream) -> bool:

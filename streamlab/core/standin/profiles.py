@@ -574,12 +574,14 @@ def get_profile(profile: str | Profile) -> Profile:
 
 def _first_function(dialect: str, request: Mapping[str, Any]) -> dict[str, Any] | None:
     """The first function tool the request offers, as {"name", "parameters"} (either dialect's shape)."""
-    for tool in request.get("tools") or []:
+    tools = request.get("tools")  # checked by the planner, but not in a lenient room: any JSON may come here
+    for tool in tools if isinstance(tools, list) else []:
         if not isinstance(tool, dict) or tool.get("type", "function") != "function":
             continue
         spec = tool.get("function") if dialect == "chat" else tool
         if isinstance(spec, dict) and isinstance(spec.get("name"), str):
-            return {"name": spec["name"], "parameters": spec.get("parameters") or {}}
+            parameters = spec.get("parameters")
+            return {"name": spec["name"], "parameters": parameters if isinstance(parameters, dict) else {}}
     return None
 
 

@@ -12,11 +12,19 @@ Scripts and stored responses are shared: they are frozen values, read by everyon
 A response id therefore names each learner's own copy: learner A cancelling `resp_demo` cancels A's, never
 B's. `Room.reset(learner)` starts one learner over (the `POST /v1/reset` route); `Room.reset()` everyone.
 
-The room remembers at most `max_learners` learners; past that one is forgotten (starts over if they come
-back), so a client inventing a new key per request cannot grow it without bound. The one forgotten is the
-learner seen only once longest ago, if any, else the one seen least recently: 10,001 new keys had forgotten
-every learner of a room in 15 s; now a flood of keys used once forgets only keys used once, and displacing
-the room's real learners takes two requests for every one of them, made after their last.
+The room remembers at most `max_learners` learners (10,000 by default), so a client inventing a new key per
+request cannot grow it without bound, and no client can make it forget the learners of a workshop (issue 25:
+10,001 new keys had forgotten every learner of a room in 15 s, and two requests per new key still did):
+
+* a *newcomer* (a key seen in one request so far) may be forgotten to make room for a new key, the newcomer seen
+  longest ago first: a flood of keys used once forgets only keys used once, and a real learner forgotten so
+  loses one counted request (their next request plays as their first);
+* a learner who came back (two requests or more) is never forgotten;
+* when every place is taken by learners who came back, a new key is refused (`Room.admits` is False) and the
+  planner answers it with an OpenAI-shaped 429 `room_full` that says so; the learners already in go on as before.
+  Only the instructor frees places: `POST /v1/reset` with that key, or restarting the stand-in.
+
+A workshop has tens of learners, so it never meets the bound; a flood meets it and locks out only new keys.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ __all__ = [
     "MAX_KEY_CHARS",
     "DEFAULT_MAX_LEARNERS",
     "DEFAULT_OPTIONS",
+    "room_full_message",
 ]
 
 ANONYMOUS = ""
@@ -75,6 +84,15 @@ def learner_key(token: str) -> str:
         return token
     digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{token[:64]}...#{digest}"
+
+
+def room_full_message(max_learners: int) -> str:
+    """What a new key hears when the room is full of learners who came back (the module docstring)."""
+    return (
+        f"This stand-in's room is full: it keeps {max_learners} learners (API keys) and every place is taken by a "
+        "learner who came back, so a new key is not admitted. Use a key that has been here before, or ask the "
+        "instructor to restart the stand-in."
+    )
 
 
 def learner_of(head: RequestHead) -> str:
@@ -149,7 +167,7 @@ class Room:
         self.scripts: Script = {}
         self.stored: dict[str, StoredResponse] = {}
         self.learners: OrderedDict[str, Learner] = OrderedDict()
-        self.newcomers: OrderedDict[str, None] = OrderedDict()  # learners seen once so far: forgotten first
+        self.newcomers: OrderedDict[str, None] = OrderedDict()  # keys seen in one request: the only ones forgotten
         self.memo: dict[tuple[int, str], tuple[Episode, tuple[Step, ...]]] = {}
         self.played: dict[tuple[int, bool], tuple[Episode, tuple[Action, ...]]] = {}  # see plan._memo_actions
         self.set_scripts(scripts, stored=stored)
@@ -179,27 +197,27 @@ class Room:
             self.learners.pop(learner, None)
             self.newcomers.pop(learner, None)
 
+    def admits(self, key: str) -> bool:
+        """Whether learner `key` may have state: known already, a place free, or a newcomer to forget."""
+        return key in self.learners or len(self.learners) < self.max_learners or bool(self.newcomers)
+
     def learner(self, key: str) -> Learner:
-        """The state of learner `key`, created on first use (and marked as the most recently seen)."""
+        """The state of learner `key`, created on first use (and marked as the most recently seen). A new key
+        when the room does not admit it (`admits`) is a ValueError: the planner asks first and refuses it."""
         state = self.learners.get(key)
         if state is None:
+            if not self.admits(key):
+                raise ValueError(room_full_message(self.max_learners))
             state = self.learners[key] = Learner()
             self.newcomers[key] = None
             while len(self.learners) > self.max_learners:
-                self._forget_one(but=key)
+                victim = next(k for k in self.newcomers if k != key)  # admits() said there is one
+                del self.learners[victim]
+                del self.newcomers[victim]
         else:
             self.learners.move_to_end(key)
             self.newcomers.pop(key, None)
         return state
-
-    def _forget_one(self, *, but: str) -> None:
-        """Forget the learner seen once longest ago (a flood of new keys forgets only its own kind), or, when
-        every other learner came back at least once, the one seen least recently; never `but`."""
-        victim = next((k for k in self.newcomers if k != but), None)
-        if victim is None:
-            victim = next(k for k in self.learners if k != but)
-        del self.learners[victim]
-        self.newcomers.pop(victim, None)
 
     def pick(self, key: str, model: str) -> tuple[int, Episode | ErrorEpisode] | None:
         """Count one more create request of learner `key` for `model`; its episode (index, episode), or

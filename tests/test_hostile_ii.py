@@ -1,0 +1,357 @@
+"""A hostile room, second pass (issue 25): what tests/test_hostile.py left open, each test a reproduction first.
+
+Learner eviction a flood of keys could force, wrongly typed `tools` in profile mode, deeply nested client
+bodies, every line separator `str.splitlines` honours, SIGINT and SIGTERM for every command-line server, and
+a client that half-closes its side after the request. Every server binds 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from streamlab.core import shapes
+from streamlab.core.standin.actions import Reply, Stream
+from streamlab.core.standin.plan import plan
+from streamlab.core.standin.profiles import PROFILES
+from streamlab.core.standin.request import Request, RequestHead
+from streamlab.core.standin.room import DEFAULT_MAX_LEARNERS, Options, Room
+from streamlab.core.standin.scenarios import scenario
+from streamlab.core.standin.script import Episode, Send
+from streamlab.net.gateway.app import Gateway
+from streamlab.net.relay.app import Relay
+from streamlab.net.standin.server import StandIn
+
+CHAT = shapes.chat_text_stream(["Hel", "lo"], model="m")
+ASK = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+def request(path: str, body: object, key: str | None = None) -> Request:
+    headers = [("content-type", "application/json")]
+    if key is not None:
+        headers.append(("authorization", f"Bearer {key}"))
+    return Request(RequestHead("POST", path, "HTTP/1.1", tuple(headers)), json.dumps(body).encode())
+
+
+def read_all(sock: socket.socket) -> bytes:
+    out = bytearray()
+    while data := sock.recv(65536):
+        out += data
+    return bytes(out)
+
+
+def served(kind: str, upstream: str, **options):
+    return Relay(upstream, **options) if kind == "relay" else Gateway([upstream], **options)
+
+
+# -- 12: a flood of new keys made the room forget every learner ------------------------------------------------
+
+
+def test_no_flood_of_new_keys_makes_the_room_forget_a_learner_who_came_back():
+    room = Room(scenario("flaky"))
+    ask = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    learners = [f"learner-{i}" for i in range(30)]
+    for key in learners:  # a room's learners: the first request gets flaky's 429, the second the answer
+        assert plan(room, request("/v1/chat/completions", ask, key)).action.status == 429
+        assert isinstance(plan(room, request("/v1/chat/completions", ask, key)).action, Stream)
+    refused = []
+    for i in range(DEFAULT_MAX_LEARNERS + 1):  # one client, 10,001 new keys, each used twice (it used to work)
+        for _ in range(2):
+            reply = plan(room, request("/v1/chat/completions", ask, f"flood-{i}")).action
+            if isinstance(reply, Reply) and reply.body["error"]["code"] == "room_full":
+                refused.append(reply)
+    assert all(room.requests_for("flaky", key) == 2 for key in learners)  # nobody forgotten
+    assert len(room.learners) == DEFAULT_MAX_LEARNERS and len(refused) == 2 * 31  # the last keys were refused
+    error = refused[0].body["error"]
+    assert refused[0].status == 429 and error["type"] == "requests" and "room is full" in error["message"]
+    assert isinstance(plan(room, request("/v1/chat/completions", ask, "learner-7")).action, Stream)  # still served
+    room.reset("flood-0")  # a place freed by the instructor goes to a new key
+    assert plan(room, request("/v1/chat/completions", ask, "late")).action.status == 429  # flaky's own 429
+
+
+def test_a_flood_of_keys_used_once_forgets_only_keys_used_once():
+    room = Room(scenario("flaky"), max_learners=50)
+    ask = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
+    for key in ("ada", "bob"):
+        plan(room, request("/v1/chat/completions", ask, key))
+        plan(room, request("/v1/chat/completions", ask, key))
+    for i in range(5000):
+        assert plan(room, request("/v1/chat/completions", ask, f"once-{i}")).action.status == 429  # flaky's
+    assert room.requests_for("flaky", "ada") == room.requests_for("flaky", "bob") == 2
+    assert len(room.learners) == 50 and "once-4999" in room.learners  # the newest single keys are in
+
+
+# -- 12: wrongly typed `tools` ended in stand-in 500s in profile mode -----------------------------------------------
+
+WRONG_TOOLS = {
+    "a string": ("x", "tools"),
+    "a number": (5, "tools"),
+    "a boolean": (True, "tools"),
+    "an object": ({"type": "function"}, "tools"),
+    "numbers": ([1, 2], "tools[0]"),
+    "null inside": ([None], "tools[0]"),
+    "no type": ([{"function": {"name": "f"}}], "tools[0].type"),
+    "a numeric type": ([{"type": 5, "name": "f"}], "tools[0].type"),
+    "a string function": ([{"type": "function", "function": "f"}], "tools[0]"),
+    "a list function": ([{"type": "function", "function": ["f"]}], "tools[0]"),
+    "no name": ([{"type": "function", "function": {}}], "tools[0]"),
+    "a numeric name": ([{"type": "function", "function": {"name": 5}, "name": 5}], "tools[0]"),
+    "string parameters": (
+        [{"type": "function", "function": {"name": "f", "parameters": "x"}, "name": "f", "parameters": "x"}],
+        "tools[0]",
+    ),
+    "list parameters": (
+        [{"type": "function", "function": {"name": "f", "parameters": [1]}, "name": "f", "parameters": [1]}],
+        "tools[0]",
+    ),
+    "a numeric description": (
+        [{"type": "function", "function": {"name": "f", "description": 5}, "name": "f", "description": 5}],
+        "tools[0]",
+    ),
+    "a second tool wrong": ([{"type": "function", "function": {"name": "f"}, "name": "f"}, 7], "tools[1]"),
+}
+"""Wrong `tools` values and the start of the field the refusal must name (either dialect)."""
+
+
+def _refusal_for(profile: str, dialect: str, body: dict) -> tuple[int | str, str]:
+    """The status of the profile's reply (or "stream": a profile that refuses inside a 200 stream) and its text."""
+    room = Room({}, options=Options(profile=PROFILES[profile]))
+    path = "/v1/chat/completions" if dialect == "chat" else "/v1/responses"
+    action = plan(room, request(path, body)).action
+    if isinstance(action, Reply):
+        return action.status, json.dumps(action.body)
+    return "stream", b"".join(getattr(a, "data", b"") for a in action.actions).decode()
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("wrong", sorted(WRONG_TOOLS))
+def test_wrongly_typed_tools_get_the_profiles_400_naming_the_field_never_a_500(profile, wrong):
+    tools, param = WRONG_TOOLS[wrong]
+    for dialect, base in (("chat", {"messages": [{"role": "user", "content": "hi"}]}), ("responses", {"input": "hi"})):
+        for stream in (True, False):
+            body = {"model": "any", **base, "stream": stream, "tools": tools, "tool_choice": "required"}
+            status, text = _refusal_for(profile, dialect, body)
+            # the same refusal as any other wrongly typed field gets from this profile (its own shape and status)
+            wrong_field = {"messages": "x"} if dialect == "chat" else {"input": 5}
+            like = _refusal_for(profile, dialect, {"model": "any", "stream": stream, **wrong_field})
+            assert "stand-in internal error" not in text, (dialect, stream, text)
+            assert status == like[0], (dialect, stream, text)
+            if status in (400, "stream") and "Invalid type for '" in like[1]:  # a profile that words it as the API
+                assert f"'{param}" in text, (dialect, stream, text)
+
+
+def test_a_wrong_tools_gets_an_openai_shaped_400_on_the_wire_in_a_lenient_room_too():
+    wrong = [{"type": "function", "function": {"name": "f", "parameters": "x"}}]
+    with StandIn({}, profile="openai") as strict, StandIn({}, profile="openai", require_input=False) as lenient:
+        with httpx.Client(timeout=20) as client:
+            refused = client.post(strict.url("chat/completions"), json={**ASK, "tools": wrong})
+            answered = client.post(lenient.url("chat/completions"), json={**ASK, "tools": wrong})
+            for tools in ("x", 5, [1], [{"type": "function", "function": "f"}]):  # lenient: checked by no one
+                assert client.post(lenient.url("chat/completions"), json={**ASK, "tools": tools}).status_code == 200
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "tools[0].function.parameters"
+    assert answered.status_code == 200 and b'"name":"f"' in answered.content.replace(b" ", b"")
+
+
+# -- 11: a deeply nested client body -----------------------------------------------------------------------------
+
+DEEP_BODIES = {
+    "open brackets": b"[" * 100_000,
+    "nested objects": b'{"a":' * 100_000 + b"1" + b"}" * 100_000,
+    "nested messages": b'{"model":"m","stream":true,"messages":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+}
+
+
+def post_raw(port: int, body: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        return read_all(sock)
+
+
+@pytest.mark.parametrize("kind", ["standin", "relay", "gateway"])
+def test_a_deeply_nested_body_gets_a_json_400_and_its_line(kind, no_leaked_threads):
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream:
+        server = upstream if kind == "standin" else served(kind, upstream.base_url).start()
+        try:
+            replies = [post_raw(server.port, body) for body in DEEP_BODIES.values()]
+            if kind == "standin":
+                assert upstream.wait_idle()
+                lines = [r.status for r in upstream.records()]
+            else:
+                assert server.wait_for_summaries(3) if kind == "relay" else server.wait_for_logs(3)
+                lines = [s["status"] for s in server.summaries]
+        finally:
+            if server is not upstream:
+                server.stop()
+    for reply in replies:
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head.lower(), reply[:300]
+        assert "nested too deeply" in json.loads(body)["error"]["message"]
+    assert lines == [400, 400, 400]  # a record, a summary line, a log line each (the relay had written none)
+
+
+# -- 9: every line separator str.splitlines honours, in a model name, a path and a key ---------------------------
+
+SEPARATORS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+"""What `str.splitlines` splits at (besides CRLF): each must be escaped in every line a server writes."""
+HOSTILE = "m" + "".join(f"{ch}x" for ch in SEPARATORS)
+
+
+def start_cli(*args: str) -> tuple[subprocess.Popen, list[str]]:
+    """`streamlab ARGS` with UTF-8 stdout; the process and the lines it printed before serving."""
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlab", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as under nohup or `&`
+    )
+    assert proc.stdout is not None
+    return proc, []
+
+
+def hostile_requests(client: httpx.Client, base: str) -> int:
+    """Send the hostile model name, path and key; how many requests were sent."""
+    quoted = "".join(f"%{b:02X}" for b in HOSTILE.encode())
+    sent = 0
+    for path, model, key in (
+        ("/chat/completions", HOSTILE, "ada"),
+        (f"/responses/resp_{quoted}?stream=true", None, "ada"),
+        ("/chat/completions?q=" + quoted, "m", "ada"),
+        ("/chat/completions", "m", "k\x85\u2028\u2029"),  # HTTP allows no ASCII control in a header value
+    ):
+        headers = {"Authorization": f"Bearer {key}".encode()}
+        if model is None:
+            client.get(base + path, headers=headers)
+        else:
+            client.post(base + path, content=json.dumps({**ASK, "model": model}), headers=headers)
+        sent += 1
+    return sent
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> tuple[bytes, bytes]:
+    try:
+        proc.send_signal(sig)
+        return proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def assert_one_line_each(out: bytes, expected: int, lines: list[str]) -> None:
+    text = out.decode("utf-8")
+    for ch in SEPARATORS[2:]:
+        assert ch not in text, (repr(ch), text)
+    assert len(lines) == expected and all(not line.endswith("\r") for line in lines), lines
+
+
+def test_no_separator_splits_or_forges_a_line_of_the_standin_console():
+    proc, _ = start_cli("standin", "--scenario", "background", "--port", "0")
+    assert proc.stdout is not None
+    banner = []
+    for raw in proc.stdout:
+        banner.append(raw.decode())
+        if banner[-1].startswith("Ctrl-C"):
+            break
+    base = next(line for line in banner if " at http://" in line).split(" at ")[1].split()[0]
+    with httpx.Client(timeout=30) as client:
+        sent = hostile_requests(client, base)
+    out, err = stop(proc)
+    assert proc.returncode == 0 and b"Traceback" not in err, err
+    requests = [line for line in out.decode("utf-8").splitlines() if line.startswith("  ")]
+    assert_one_line_each(out, sent, [line for line in requests if line.lstrip().startswith(("POST", "GET"))])
+
+
+@pytest.mark.parametrize("kind", ["relay", "gateway"])
+def test_no_separator_splits_a_summary_line_on_a_utf8_stdout(kind, no_leaked_threads):
+    script = {"m": Episode([Send(f) for f in CHAT]), HOSTILE: Episode([Send(f) for f in CHAT])}
+    with StandIn(script, usage="scripted") as upstream:
+        ups = [a for _ in range(1 if kind == "relay" else 2) for a in ("--upstream", upstream.base_url)]
+        proc, _ = start_cli("relay", *ups, "--port", "0")
+        assert proc.stdout is not None
+        base = proc.stdout.readline().decode().strip()
+        with httpx.Client(timeout=30) as client:
+            sent = hostile_requests(client, base)
+        out = b"".join(proc.stdout.readline() for _ in range(sent))  # one line per request, as each finishes
+        rest, err = stop(proc)
+    assert proc.returncode == 0 and b"Traceback" not in err and rest == b"", (rest, err)
+    lines = out.decode("utf-8").splitlines()
+    assert_one_line_each(out, sent, lines)
+    summaries = [json.loads(line) for line in lines]
+    assert summaries[0]["model"] == HOSTILE  # escaped on the line, the same value once read
+    if kind == "relay":  # the path as the relay decoded it
+        assert summaries[1]["route"] == f"GET /v1/responses/resp_{HOSTILE}"
+
+
+# -- 12: SIGINT and SIGTERM for every command-line server, even started with SIGINT ignored --------------------
+
+
+def cli_servers(upstream: str) -> dict[str, list[str]]:
+    return {
+        "relay": ["relay", "--upstream", upstream, "--port", "0"],
+        "gateway": ["relay", "--upstream", upstream, "--upstream", upstream, "--port", "0"],
+        "chaos": ["chaos", "--upstream", upstream.split("//")[1].split("/")[0], "--port", "0"],
+    }
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("kind", ["relay", "gateway", "chaos"])
+def test_every_cli_server_stops_cleanly_on_a_signal_even_with_sigint_ignored(kind, sig, no_leaked_threads):
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream:
+        proc, _ = start_cli(*cli_servers(upstream.base_url)[kind])
+        assert proc.stdout is not None
+        first = proc.stdout.readline().decode()
+        if kind == "chaos":  # serving: one request through the proxy first
+            port = int(first.split(" -> ")[0].rsplit(":", 1)[1])
+            with httpx.Client(timeout=20) as client:
+                assert client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=ASK).status_code == 200
+        else:
+            with httpx.Client(timeout=20) as client:
+                assert client.post(first.strip() + "/chat/completions", json=ASK).status_code == 200
+        started = time.monotonic()
+        out, err = stop(proc, sig)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
+    assert time.monotonic() - started < 20
+
+
+# -- 12: a client that half-closes after its request ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["relay", "gateway"])
+def test_a_client_that_half_closes_after_its_request_gets_the_whole_stream(kind, no_leaked_threads):
+    from streamlab.core.sse import parse
+    from streamlab.core.standin.script import Wait
+
+    steps = [Wait(0.2), *(s for f in CHAT for s in (Send(f), Wait(0.05)))]  # still to come when the FIN arrives
+    with (
+        StandIn({"m": Episode(steps)}, usage="scripted") as upstream,
+        served(kind, upstream.base_url) as server,
+    ):
+        body = json.dumps(ASK).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            sock.shutdown(socket.SHUT_WR)  # "I have said all I will say": not "I have gone"
+            reply = read_all(sock)
+        assert server.wait_for_summaries(1) if kind == "relay" else server.wait_for_logs(1)
+        summary = server.summaries[0]
+    head, _, rest = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), reply[:300]
+    assert b"[DONE]" in rest and summary["outcome"] == "complete", (reply[-300:], summary)
+    events, _ = parse(b"".join(CHAT))
+    assert all(e.data.encode() in rest for e in events)
