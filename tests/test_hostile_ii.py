@@ -222,7 +222,8 @@ def start_cli(*args: str) -> tuple[subprocess.Popen, list[str]]:
 
 
 def hostile_requests(client: httpx.Client, base: str) -> int:
-    """Send the hostile model name, path and key; how many requests were sent."""
+    """Send the hostile model name, path and key; how many requests were sent. (The relay and the gateway refuse
+    the response id themselves, with a 404 and no line: only the stand-in's console shows that one.)"""
     quoted = "".join(f"%{b:02X}" for b in HOSTILE.encode())
     sent = 0
     for path, model, key in (
@@ -284,6 +285,7 @@ def test_no_separator_splits_a_summary_line_on_a_utf8_stdout(kind, no_leaked_thr
         base = proc.stdout.readline().decode().strip()
         with httpx.Client(timeout=30) as client:
             sent = hostile_requests(client, base)
+        sent -= 1  # the refused response id has no line
         out = b"".join(proc.stdout.readline() for _ in range(sent))  # one line per request, as each finishes
         rest, err = stop(proc)
     assert proc.returncode == 0 and b"Traceback" not in err and rest == b"", (rest, err)
@@ -291,8 +293,6 @@ def test_no_separator_splits_a_summary_line_on_a_utf8_stdout(kind, no_leaked_thr
     assert_one_line_each(out, sent, lines)
     summaries = [json.loads(line) for line in lines]
     assert summaries[0]["model"] == HOSTILE  # escaped on the line, the same value once read
-    if kind == "relay":  # the path as the relay decoded it
-        assert summaries[1]["route"] == f"GET /v1/responses/resp_{HOSTILE}"
 
 
 # -- 12: SIGINT and SIGTERM for every command-line server, even started with SIGINT ignored --------------------
@@ -355,3 +355,16 @@ def test_a_client_that_half_closes_after_its_request_gets_the_whole_stream(kind,
     assert b"[DONE]" in rest and summary["outcome"] == "complete", (reply[-300:], summary)
     events, _ = parse(b"".join(CHAT))
     assert all(e.data.encode() in rest for e in events)
+
+
+@pytest.mark.parametrize("kind", ["relay", "gateway", "chaos"])
+def test_a_second_signal_while_stopping_never_ends_in_a_traceback(kind, no_leaked_threads):
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream:
+        proc, _ = start_cli(*cli_servers(upstream.base_url)[kind])
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGINT, signal.SIGTERM):  # an impatient Ctrl-C, a kill
+            proc.send_signal(sig)
+        out, err = stop(proc, signal.SIGINT)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err

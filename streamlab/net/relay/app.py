@@ -12,7 +12,8 @@ it, it talks to the upstream. This one keeps the five rules of `streamlab.core.r
    says one cannot change the events (never inside a line; no blank line inside an event).
 4. When the upstream dies (cut, reset, an error inside the 200 stream, `read_timeout` seconds without a
    byte) it ends the downstream body cleanly after a marked final event the official SDK raises on.
-5. It writes one JSON summary line per stream (`on_summary`, `.summaries`; `streamlab relay` prints them).
+5. It writes one JSON summary line per stream (`on_summary`, `.summaries`; `streamlab relay` prints them), and
+   one per request whose body it cannot read (not a JSON object, or nested too deeply to tell).
 
 Routes, all under `/v1` and forwarded to the upstream base URL plus the rest of the path and the query:
 `POST /v1/chat/completions`, `POST /v1/responses`, `GET /v1/responses/{id}` (a background response's stream)
@@ -182,7 +183,8 @@ class _App:
         body = await read_request_body(request, self.config.max_body_bytes)
         if isinstance(body, Response):  # refused: too large, or too slow
             return body
-        model, wants_stream = request_facts(request, body)
+        model, asked = request_facts(request, body)
+        wants_stream = asked is not False  # a body nobody can read gets its line too (it had got none)
         rs = RelayedStream(
             dialect=dialect_of(request.url.path),
             model=model,

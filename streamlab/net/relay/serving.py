@@ -13,7 +13,8 @@ protocol plus two defences: a request head must be complete within `head_timeout
 connection (or of the next request's first byte), and at most `max_connections` connections are open at
 once (the next one gets a 503 and is closed at once, so its descriptor comes back). The body's deadline is
 the app's (`streamlab.net.relay.upstream.read_request_body`); an idle kept-alive connection is closed after
-uvicorn's `timeout_keep_alive` (5 s).
+uvicorn's `timeout_keep_alive` (5 s). A client that half-closes (`shutdown(SHUT_WR)`) after its request still
+gets the whole reply (`GuardedH11.eof_received`); uvicorn had taken its FIN for a departure and cut the stream.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -72,6 +74,7 @@ class GuardedH11(H11Protocol):
     def connection_made(self, transport: Any) -> None:
         self._head_timer: Any = None
         self._got = False
+        self._half_closed = False
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
             transport.write(_REFUSED)
@@ -91,6 +94,22 @@ class GuardedH11(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        """The client shut its sending side. After a whole request that is a half-close ("I have said all I
+        will say"), not a departure: keep the transport open, so the reply (a whole stream) still goes out,
+        and close once it has. uvicorn closed at once, and the relay took the FIN for a client gone. A client
+        that did leave is noticed at the next write, which fails. Anywhere else: closed, as before."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and self.conn.their_state is h11.DONE:
+            self._half_closed = True
+            return True
+        return None
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._half_closed and not self.transport.is_closing():
+            self.transport.close()  # nothing more can come from a client that half-closed
 
     def _arm(self) -> None:
         self._head_timer = self.loop.call_later(self.head_timeout, self._late)

@@ -323,17 +323,18 @@ async def cancel_all(*tasks: asyncio.Future[Any] | None) -> None:
             await t
 
 
-def request_facts(request: Request, body: bytes) -> tuple[str | None, bool]:
+def request_facts(request: Request, body: bytes) -> tuple[str | None, bool | None]:
     """The request's model (for the summary, clipped to `MAX_FIELD_CHARS`: a client chooses it, and a 5 MiB
-    name kept in every summary grew the relay by 247 MB in 40 requests) and whether it asked for a stream."""
+    name kept in every summary grew the relay by 247 MB in 40 requests) and whether it asked for a stream
+    (None: nobody can tell, the body is not a JSON object: not JSON, or nested past the recursion limit)."""
     if request.method == "GET":
         return None, request.query_params.get("stream", "").lower() == "true"
     try:
         obj = json.loads(body) if body else None
     except (ValueError, RecursionError):  # a body nested past the recursion limit is no model name either
-        return None, False
+        return None, None
     if not isinstance(obj, dict):
-        return None, False
+        return None, None if body else False
     model = obj.get("model")
     return (clip(model) if isinstance(model, str) else None), obj.get("stream") is True
 

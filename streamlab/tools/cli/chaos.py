@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -39,13 +39,10 @@ def _option(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM (a script's `kill`) stops the proxy as cleanly as Ctrl-C
-
-
 def _cmd_chaos(args: argparse.Namespace) -> int:
     """Run the proxy until Ctrl-C, printing one line per finished connection."""
     from streamlab.core.chaos import ConnectionRecord
+    from streamlab.net.console import stop_signals
 
     proxy = _proxy_of(args)
     printed: set[int] = set()  # numbers of the connections already reported
@@ -63,12 +60,15 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             printed.difference_update([n for n in printed if n < records[0].number])
 
     # Before the address is printed: a script that reads the address and soon sends SIGTERM must find the
-    # handler installed, not Python's default (which kills the process without the closing report).
-    for sig in (signal.SIGTERM, signal.SIGINT):  # SIGINT too: under nohup or & it starts ignored
-        signal.signal(sig, _interrupt)
+    # handler installed, not Python's default (which kills the process without the closing report). The
+    # handlers only set an event (SIGINT too: under nohup or & it starts ignored): a KeyboardInterrupt raised
+    # from a handler had given a traceback when a second signal came while the proxy was stopping.
+    stop = threading.Event()
+    restore = stop_signals(stop)
     try:
         proxy.start()
     except OSError as exc:
+        restore()
         print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     try:  # from here on, Ctrl-C or SIGTERM always ends with the proxy stopped and the closing report
@@ -77,10 +77,10 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         if not args.quiet:
             print("Ctrl-C stops it. One line per finished connection follows.")
         sys.stdout.flush()
-        while True:
-            proxy.wait_until(lambda records: bool(unreported(records)), timeout=0.5)
+        while not stop.is_set():
+            proxy.wait_until(lambda records: bool(unreported(records)) or stop.is_set(), timeout=0.2)
             report()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a handler installed before ours (the SIGINT of an embedding program)
         pass
     finally:
         proxy.stop()
@@ -88,6 +88,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     records = proxy.records()
     count = records[-1].number + 1 if records else 0
     print(f"stopped after {count} connection{'s' if count != 1 else ''}", flush=True)
+    restore()
     return 0
 
 
