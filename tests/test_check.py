@@ -301,6 +301,14 @@ def test_no_tool_call_means_the_tool_checks_are_skipped_but_an_ignored_required_
     f = finding("tools.required", chat_tools=text, chat_named=text)
     assert f.status is Status.FAIL and 'tool_choice "required", but no tool was called' in f.detail
     assert f.evidence.probe == "chat.tools" and "finish_reason 'stop'" in f.detail
+    named = finding("tools.named", chat_tools=text, chat_named=text)
+    assert named.status is Status.FAIL and "tool_choice names 'get_weather', but no tool was called" in named.detail
+    assert named.evidence.probe == "chat.named"
+
+
+def test_a_named_call_passes_the_named_check_and_an_ignored_one_is_its_only_finding() -> None:
+    assert finding("tools.named", chat_named=tools_body(finish="stop")).status is Status.PASS
+    assert issues(chat_tools=tools_body(), chat_named=documented()["chat.plain"]) == {"tools.named": "fail"}
 
 
 def test_an_ignored_required_is_graded_and_the_named_probe_still_grades_the_call() -> None:
@@ -624,8 +632,8 @@ def test_the_command_line_against_the_stand_in(capsys: pytest.CaptureFixture[str
         table = capsys.readouterr().out
         assert main(["check", server.base_url, "--model", "any", "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
-    assert "37 pass, 0 warn, 0 fail, 0 skip: pass (exit 0)" in table and "timing (reported, never graded)" in table
-    assert doc["summary"] == {"pass": 27, "warn": 0, "fail": 0, "skip": 0} and doc["dialect"] == "chat"
+    assert "38 pass, 0 warn, 0 fail, 0 skip: pass (exit 0)" in table and "timing (reported, never graded)" in table
+    assert doc["summary"] == {"pass": 28, "warn": 0, "fail": 0, "skip": 0} and doc["dialect"] == "chat"
     with StandIn({}, profile="broken") as server:
         assert main(["check", server.base_url, "--model", "any", "--failures-only"]) == 1
     out = capsys.readouterr().out

@@ -177,7 +177,8 @@ def test_every_probe_has_its_capture_and_the_index_lists_them_all() -> None:
 @pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
 def test_capture_record_is_well_formed(path: Path) -> None:
     record = json.loads(path.read_text(encoding="utf-8"))
-    assert set(record) == KEYS
+    closed = "closed_after_reads" in (record["client"] or {})  # a cancel may say what the server spent after it
+    assert set(record) - ({"server_cpu_after_close_seconds"} if closed else set()) == KEYS
     assert record["name"] == path.stem and record["quirk"]
     assert record["server"]["name"] == "llama-cpp-python" and record["server"]["version"] == model.SERVER_VERSION
     assert "--chat_format" in record["server"]["flags"] and "127.0.0.1" in record["server"]["flags"]
@@ -325,3 +326,51 @@ def test_serve_model_reuses_then_replaces_and_stop_model_reaps() -> None:
     finally:
         model.stop_model()
     assert not second.running and first.process is None and second.process is None
+
+
+# -- llama-server's captures ------------------------------------------------------------------------------------
+
+LLAMA_SERVER = capture.TARGETS["llama-server"]
+LS_FOLDER = capture.CAPTURES.parent / LLAMA_SERVER.folder
+
+
+def _ls_names() -> set[str]:
+    return {
+        n
+        for p in LLAMA_SERVER.probes
+        for n in ((f"{p.name}-first", f"{p.name}-second") if p.interrupt_after else (p.name,))
+    }
+
+
+def test_every_llama_server_probe_has_its_capture_with_its_record() -> None:
+    index = json.loads((LS_FOLDER / "index.json").read_text(encoding="utf-8"))
+    assert {c["name"] for c in index["captures"]} == _ls_names() == {p.stem for p in LS_FOLDER.glob("*.sse")}
+    assert index["server"]["name"] == "llama-server" and index["model"]["sha256"] == MODEL_SHA256
+    assert index["recapture"] == "python3 dev.py capture --server llama-server"
+    for name in _ls_names():
+        record = json.loads((LS_FOLDER / f"{name}.json").read_text(encoding="utf-8"))
+        body = (LS_FOLDER / f"{name}.sse").read_bytes()
+        assert record["quirk"] and record["response"]["bytes_stored"] == len(body), name
+        assert sum(r["bytes"] for r in record["reads"]) == record["response"]["bytes_received"], name
+        assert "--jinja" in record["server"]["flags"], name
+
+
+def test_llama_server_captures_show_its_quirks() -> None:
+    def events(name: str) -> list[dict[str, Any]]:
+        datas = [e.data for e in SSEParser().feed((LS_FOLDER / f"{name}.sse").read_bytes())]
+        return [json.loads(d) for d in datas if d != "[DONE]"]
+
+    responses = events("responses-text")
+    assert responses and not any({"sequence_number", "output_index"} & set(e) for e in responses)
+    assert events("responses-max-output-tokens")[-1]["type"] == "response.completed"
+    for name in ("tool-choice-required", "tool-named"):  # every tool_choice answered in text
+        chunks = events(name)
+        assert not any(c["choices"][0]["delta"].get("tool_calls") for c in chunks if c["choices"]), name
+        assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length", name
+    usage = events("include-usage")
+    assert usage[-1]["choices"] == [] and usage[-1]["usage"]["total_tokens"] > 0
+    assert not any("usage" in c for c in events("chat-plain"))
+    not_json = json.loads((LS_FOLDER / "error-not-json.sse").read_bytes())
+    assert not_json["error"]["code"] == 500
+    first = events("concurrent-first")  # served beside the second request, to its end
+    assert [c["choices"][0]["finish_reason"] for c in first if c["choices"]][-1] == "length"

@@ -9,6 +9,7 @@ through `apply_profile`, graded without a socket), and the OpenAI-exact profile 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -89,6 +90,7 @@ def test_on_bytes_alone_each_profile_draws_exactly_its_quirks(name: str) -> None
 LEAVES_NOTHING_TO_GRADE = {
     "drop_usage": {"usage.choices", "usage.counts"},
     "error_in_stream_field": {"error.shape"},
+    "tools_ignored": {"tools.index", "tools.header", "tools.name", "tools.arguments", "tools.finish"},
 }
 """A fault that removes what other checks read (no usage chunk, no error body) makes them skip."""
 RESPONSES = {c for c in CHECK_IDS if c.startswith("responses.")}
@@ -144,8 +146,12 @@ def test_every_quirk_of_a_real_server_cites_its_sources_in_the_profile_doc(name:
 
 
 def test_the_profiles_of_the_real_servers_in_lab_11_cite_a_capture_for_every_quirk() -> None:
+    root = Path(__file__).resolve().parent.parent
     for name in ("llama-cpp-python", "llama-server"):
         assert all(q.capture for q in PROFILES[name].quirks), name
+        for quirk in PROFILES[name].quirks:  # the cited capture ships: its bytes and its record
+            sse = root / quirk.capture
+            assert sse.is_file() and sse.with_suffix(".json").is_file(), quirk.capture
 
 
 def test_the_broken_profile_says_it_is_no_real_server() -> None:

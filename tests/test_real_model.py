@@ -9,6 +9,7 @@ asserts a timing: a 2-core CI machine is slow, and the model is not deterministi
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -104,3 +105,23 @@ def test_lab_11_runs_live_top_to_bottom() -> None:
     assert not errors, errors[0].get("ename") if errors else ""
     printed = "".join(o.get("text", "") for c in code for o in c.get("outputs", []) if o.get("output_type") == "stream")
     assert "live" in printed.lower(), "the lab does not say it ran live"
+
+
+# -- llama.cpp's own C++ server -------------------------------------------------------------------------------
+
+LLAMA_SERVER = os.environ.get("STREAMLAB_LLAMA_SERVER") or shutil.which("llama-server")
+"""The llama-server binary (`python3 dev.py model --help` says how to build it): $STREAMLAB_LLAMA_SERVER, or
+`llama-server` on PATH. CI does not build it (about 30 minutes on 2 cores), so there these tests skip."""
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(LLAMA_SERVER is None, reason="no llama-server: set STREAMLAB_LLAMA_SERVER to its path")
+def test_check_reports_exactly_the_llama_server_profiles_quirks() -> None:
+    with ModelServer(server="llama-server", llama_server=LLAMA_SERVER) as served:
+        report = check_endpoint(served.base_url, model=served.model, dialect="both")
+    assert report.unreachable is None, report.unreachable
+    found = report.issues()
+    expected = PROFILES["llama-server"].expected()
+    false = {c: s for c, s in found.items() if expected.get(c) != s}
+    missing = {c: s for c, s in expected.items() if found.get(c) != s}
+    assert not false and not missing, f"false findings {false}, missing quirks {missing}\n{report.render()}"

@@ -8,7 +8,8 @@ probe below is one request to a real server (`streamlab.net.model.ModelServer`),
 * `NAME.json`: the request (method, path, headers, body as sent), the response (status, headers as received,
   byte count), the server (name, version, flags), the model (name, file, sha256, package), the time of every
   read as an offset in seconds from the moment the request was sent, with its byte count, the capture date,
-  the server's CPU time over the capture (up to a second after its last read) and everything else's
+  the server's CPU time over the capture (up to a second after its last read; for a cancel also the CPU it spent
+  in the second after the client closed, `server_cpu_after_close_seconds`) and everything else's
   (`machine.other_cpu_seconds`, this client included: how contended the two cores were), and `quirk`: what this
   capture shows against the OpenAI API reference.
 
@@ -48,10 +49,11 @@ from streamlab.net.model import (
     SERVER_PACKAGE,
     SERVER_VERSION,
     ModelServer,
+    ModelUnavailable,
     missing_message,
-    model_available,
     sha256_of,
 )
+from streamlab.net.relay.app import Relay
 
 FOLDER = f"{SERVER_PACKAGE}-{SERVER_VERSION}-gemma3-270m-q4_k_m"
 CAPTURES = Path(streamlab.data.__file__).parent / "captures" / FOLDER
@@ -94,7 +96,8 @@ class Probe:
     client closes (a cancel); `interrupt_after` N reads, then a second request (`second`) starts while this one
     streams, captured as NAME-second. `server` is extra server flags (the probe then gets a server of its own,
     started with them; a later flag overrides an earlier one); `count_prompt` records the prompt's length in
-    tokens (`request.prompt_tokens`), counted by the server's own tokenizer."""
+    tokens (`request.prompt_tokens`), counted by the server's own tokenizer; `via_relay` sends the request
+    through streamlab's relay (`streamlab.net.relay.Relay`, in this process) instead of to the server."""
 
     name: str
     body: Any
@@ -105,6 +108,7 @@ class Probe:
     second: Any = None
     server: tuple[str, ...] = ()
     count_prompt: bool = False
+    via_relay: bool = False
 
 
 PROMPT_WORDS = (48, 240, 720, 1440)
@@ -235,6 +239,17 @@ PROBES: tuple[Probe, ...] = (
         ),
         close_after=15,
     ),
+    Probe(
+        "cancelled-via-relay",
+        chat(max_tokens=300),
+        (
+            "The cancel of `cancelled`, through streamlab's relay: the client closes its connection to the relay after "
+            "15 reads, the relay closes its own upstream request, and the server stops generating as it did when the "
+            "client closed directly (its CPU time over the capture is a small fraction of what 300 tokens cost)."
+        ),
+        close_after=15,
+        via_relay=True,
+    ),
     *(
         Probe(
             f"prompt-{words}",
@@ -279,6 +294,152 @@ PROBES: tuple[Probe, ...] = (
         server=CHATML,
     ),
 )
+
+
+def responses(**fields: Any) -> dict[str, Any]:
+    """A streamed Responses request, bounded and deterministic unless `fields` say otherwise."""
+    return {
+        "model": MODEL_NAME,
+        "input": ASK[0]["content"],
+        "stream": True,
+        "max_output_tokens": 24,
+        "temperature": 0,
+        "seed": SEED,
+        **fields,
+    }
+
+
+LLAMA_SERVER_PROBES: tuple[Probe, ...] = (
+    Probe(
+        "chat-plain",
+        chat(),
+        (
+            'A plain chat stream from llama-server: a first chunk whose delta is {"role": "assistant", '
+            '"content": null}, one chunk per token, each with a system_fingerprint naming the build, a last chunk '
+            "with finish_reason 'length' and a `timings` object (an extra field, not in the OpenAI API), then [DONE]. "
+            "No usage chunk: none was asked for."
+        ),
+    ),
+    Probe(
+        "include-usage",
+        chat(stream_options={"include_usage": True}),
+        (
+            "stream_options.include_usage is honoured as documented: a last chunk with empty choices and the usage "
+            "object (prompt_tokens_details included) before [DONE], with `timings` beside it."
+        ),
+    ),
+    Probe(
+        "responses-text",
+        responses(),
+        (
+            "A Responses stream: response.created, in_progress, output_item.added, content_part.added, one "
+            "output_text.delta per token, the .done events and response.completed, but no event carries "
+            "sequence_number, output_index or content_index, which the OpenAI API puts on every event (the official "
+            "SDK's responses.stream() raises TypeError on the first one)."
+        ),
+        path="/v1/responses",
+    ),
+    Probe(
+        "responses-max-output-tokens",
+        responses(max_output_tokens=8),
+        (
+            "An answer stopped by max_output_tokens ends with response.completed and status 'completed', where the "
+            "OpenAI API ends it with response.incomplete, status 'incomplete' and incomplete_details.reason "
+            "'max_output_tokens': a client cannot tell a cut answer from a finished one."
+        ),
+        path="/v1/responses",
+    ),
+    Probe(
+        "error-not-json",
+        "this body is not JSON",
+        (
+            "A body that is not JSON is a 500 server_error whose message is the JSON library's parse error, where the "
+            "OpenAI API answers 400 invalid_request_error."
+        ),
+    ),
+    Probe(
+        "error-messages-not-list",
+        chat(messages="Write one sentence about rivers."),
+        "A validation error (messages is a string) is a 400 invalid_request_error, as the OpenAI API answers.",
+    ),
+    Probe(
+        "no-messages",
+        {"model": MODEL_NAME, "stream": True, "max_tokens": 16, "temperature": 0, "seed": SEED},
+        "A request with no messages is refused with a 400 invalid_request_error (\"'messages' is required\").",
+    ),
+    Probe(
+        "prompt-over-context",
+        chat(messages=long_prompt()),
+        f"A prompt longer than the context ({N_CTX} tokens) is refused before any stream, with an error body.",
+    ),
+    Probe(
+        "tool-choice-required",
+        chat(messages=WEATHER_ASK, tools=[WEATHER], tool_choice="required"),
+        (
+            "tool_choice 'required' with --jinja is ignored: a text answer with finish_reason 'length' and no tool "
+            "call, where the OpenAI API guarantees at least one tool call."
+        ),
+    ),
+    Probe(
+        "tool-named",
+        chat(
+            messages=WEATHER_ASK,
+            tools=[WEATHER],
+            max_tokens=30,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        ),
+        (
+            "A tool_choice naming get_weather is ignored too: the model answers in text (it echoes the question and "
+            "its chat template's markers) to finish_reason 'length', with no tool call, where the OpenAI API calls the "
+            "named function. (llama-cpp-python calls it, repeating the name in every fragment: its tool-named.)"
+        ),
+    ),
+    Probe(
+        "concurrent",
+        chat(max_tokens=60),
+        (
+            "A second request while this stream runs does not end it (llama-server has 4 slots): both streams run to "
+            "finish_reason 'length', sharing the two cores. The second request's stream is concurrent-second."
+        ),
+        interrupt_after=8,
+        second=chat(max_tokens=20),
+    ),
+    Probe(
+        "cancelled",
+        chat(max_tokens=300),
+        (
+            "The client closes the connection after 15 reads (client.closed_at); the stored body is what had arrived, "
+            "with no [DONE]. The server stops generating: its CPU time over the capture is a fraction of what 300 "
+            "tokens cost."
+        ),
+        close_after=15,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A server to capture: the name `ModelServer` starts it by, its name and version in the records, the folder
+    under data/captures/ and its probes."""
+
+    server: str
+    name: str
+    version: str
+    folder: str
+    probes: tuple[Probe, ...]
+
+
+TARGETS: dict[str, Target] = {
+    "llama-cpp-python": Target("llama-cpp-python", SERVER_PACKAGE, SERVER_VERSION, FOLDER, PROBES),
+    "llama-server": Target(
+        "llama-server",
+        "llama-server",
+        f"llama.cpp as vendored by llama-cpp-python {SERVER_VERSION}",
+        f"llama-server-{SERVER_VERSION}-gemma3-270m-q4_k_m",
+        LLAMA_SERVER_PROBES,
+    ),
+}
+"""Every server `python3 dev.py capture --server NAME` captures."""
 
 
 # -- one capture ----------------------------------------------------------------------------------------
@@ -351,15 +512,18 @@ def send(
     probe: Probe,
     body: Any,
     on_read: Callable[[int], None] | None = None,
+    base_url: str | None = None,
 ) -> Captured:
-    """POST `body` and read the response raw, timing every read; `probe.close_after` reads, then close."""
+    """POST `body` and read the response raw, timing every read; `probe.close_after` reads, then close.
+    `base_url` (a relay's) replaces the server's as the address the request goes to."""
     content = (body if isinstance(body, str) else json.dumps(body)).encode()
-    url = server.base_url.removesuffix("/v1") + probe.path
+    url = (base_url or server.base_url).removesuffix("/v1") + probe.path
     prompt_tokens = count_prompt(client, server, body) if probe.count_prompt else None
     cpu, busy = server.cpu_seconds(), machine_cpu_seconds()
     reads: list[dict[str, Any]] = []
     chunks: list[bytes] = []
     client_side: dict[str, Any] = {}
+    at_close: float | None = None
     transport_error: dict[str, Any] | None = None
     start = time.perf_counter()
     with client.stream("POST", url, content=content, headers={"content-type": "application/json"}) as response:
@@ -378,6 +542,7 @@ def send(
         status, headers = response.status_code, [[k.decode(), v.decode()] for k, v in response.headers.raw]
     if client_side:
         client_side["closed_at"] = round(time.perf_counter() - start, 6)
+        at_close = server.cpu_seconds()
     time.sleep(1.0)  # let a cancelled generation stop, so its CPU time is all counted
     cpu_after, busy_after = server.cpu_seconds(), machine_cpu_seconds()
     record = {
@@ -389,6 +554,8 @@ def send(
         "server_cpu_seconds": None,
         "machine": {"cpus": os.cpu_count(), "other_cpu_seconds": None},
     }
+    if client_side and at_close is not None and cpu_after is not None:  # did generation stop with the client?
+        record["server_cpu_after_close_seconds"] = round(cpu_after - at_close, 3)
     if cpu is not None and cpu_after is not None:
         record["server_cpu_seconds"] = round(cpu_after - cpu, 2)
         if busy is not None and busy_after is not None:  # everything but the server: how contended the cores were
@@ -398,6 +565,11 @@ def send(
 
 def capture_probe(server: ModelServer, probe: Probe) -> list[Captured]:
     """One probe's captures: one, or two when a second request interrupts the first."""
+    if probe.via_relay:
+        with Relay(upstream=server.base_url) as relay, httpx.Client(timeout=120) as client:
+            captured = send(client, server, probe.name, probe, probe.body, base_url=relay.base_url)
+        captured.record["client"] = {**(captured.record["client"] or {}), "via": "streamlab.net.relay.Relay"}
+        return [captured]
     if probe.interrupt_after is None:
         with httpx.Client(timeout=120) as client:
             return [send(client, server, probe.name, probe, probe.body)]
@@ -431,8 +603,12 @@ def capture_probe(server: ModelServer, probe: Probe) -> list[Captured]:
 # -- the folder -------------------------------------------------------------------------------------------
 
 
-def finish(captured: Captured, probe: Probe, server: ModelServer, sha256: str, date: str) -> None:
-    """Redact what must not be shipped and complete the record with what is common to every capture."""
+def finish(
+    captured: Captured, probe: Probe, server: ModelServer, sha256: str, date: str, target: Target | None = None
+) -> None:
+    """Redact what must not be shipped and complete the record with what is common to every capture (`target`:
+    the server captured, llama-cpp-python's by default)."""
+    target = target or TARGETS["llama-cpp-python"]
     stored, replaced = redact(captured.body, str(server.path or ""), str(Path.home()))
     captured.record["response"]["bytes_received"] = len(captured.body)
     captured.record["response"]["bytes_stored"] = len(stored)
@@ -445,13 +621,13 @@ def finish(captured: Captured, probe: Probe, server: ModelServer, sha256: str, d
     quirk = (
         probe.quirk
         if not captured.name.endswith("-second")
-        else (f"The request that interrupted {probe.name}-first: it streams normally, to finish_reason 'length'.")
+        else (f"The request sent while {probe.name}-first streamed: it streams normally, to finish_reason 'length'.")
     )
     captured.record = {
         "name": captured.name,
         "quirk": quirk,
         "captured": date,
-        "server": {"name": SERVER_PACKAGE, "version": SERVER_VERSION, "flags": server.flags},
+        "server": {"name": target.name, "version": target.version, "flags": server.flags},
         "model": {
             "name": server.model,
             "file": MODEL_FILE,
@@ -463,9 +639,11 @@ def finish(captured: Captured, probe: Probe, server: ModelServer, sha256: str, d
     }
 
 
-def write(folder: Path, captures: list[Captured], *, replace: bool) -> None:
-    """Write each capture's two files and rebuild index.json from every record in the folder; `replace`
-    first removes the captures a full run no longer makes."""
+def write(
+    folder: Path, captures: list[Captured], *, replace: bool, probes: tuple[Probe, ...] = PROBES, server: str = ""
+) -> None:
+    """Write each capture's two files and rebuild index.json from every record in the folder (in the order of
+    `probes`); `replace` first removes the captures a full run no longer makes."""
     folder.mkdir(parents=True, exist_ok=True)
     if replace:
         for old in [*folder.glob("*.sse"), *folder.glob("*.json")]:
@@ -473,7 +651,7 @@ def write(folder: Path, captures: list[Captured], *, replace: bool) -> None:
     for captured in captures:
         (folder / f"{captured.name}.sse").write_bytes(captured.body)
         (folder / f"{captured.name}.json").write_text(json.dumps(captured.record, indent=2, ensure_ascii=False) + "\n")
-    order = [name for p in PROBES for name in (p.name, f"{p.name}-first", f"{p.name}-second")]
+    order = [name for p in probes for name in (p.name, f"{p.name}-first", f"{p.name}-second")]
     records = [json.loads(path.read_text()) for path in folder.glob("*.json") if path.name != "index.json"]
     records.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
     index = [
@@ -492,7 +670,7 @@ def write(folder: Path, captures: list[Captured], *, replace: bool) -> None:
             {
                 "server": first["server"],
                 "model": first["model"],
-                "recapture": "python3 dev.py capture",
+                "recapture": "python3 dev.py capture" + (f" --server {server}" if server else ""),
                 "captures": index,
             },
             indent=2,
@@ -503,40 +681,52 @@ def write(folder: Path, captures: list[Captured], *, replace: bool) -> None:
 
 
 def capture_all(
-    folder: Path = CAPTURES, *, gguf: str | None = None, only: tuple[str, ...] = (), log: Callable[[str], None] = print
+    folder: Path | None = None,
+    *,
+    gguf: str | None = None,
+    only: tuple[str, ...] = (),
+    log: Callable[[str], None] = print,
+    server: str = "llama-cpp-python",
+    llama_server: str | None = None,
 ) -> list[Path]:
-    """Start the model server, run every probe (or those named in `only`), write the folder; the files written."""
-    probes = [p for p in PROBES if not only or p.name in only]
-    unknown = sorted(set(only) - {p.name for p in PROBES})
+    """Start the model server (`server`: a key of TARGETS; `llama_server` the binary, for llama-server), run
+    every probe (or those named in `only`), write the folder (the packaged one by default); the files written."""
+    target = TARGETS[server]
+    folder = folder or CAPTURES.parent / target.folder
+    probes = [p for p in target.probes if not only or p.name in only]
+    unknown = sorted(set(only) - {p.name for p in target.probes})
     if unknown:
-        raise ValueError(f"no probe named {', '.join(unknown)}; the probes are {', '.join(p.name for p in PROBES)}")
+        names = ", ".join(p.name for p in target.probes)
+        raise ValueError(f"no {server} probe named {', '.join(unknown)}; the probes are {names}")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     done: list[Captured] = []
     settings = list(dict.fromkeys(p.server for p in probes))  # one server per set of flags, in the probes' order
     sha256 = ""
     for extra in settings:
-        with ModelServer(gguf, n_ctx=N_CTX, extra=extra) as server:
-            sha256 = sha256 or (sha256_of(server.path) if server.path else "")
-            log(f"serving {server.model} at {server.base_url} ({' '.join(server.flags)})")
+        with ModelServer(gguf, n_ctx=N_CTX, extra=extra, server=server, llama_server=llama_server) as running:
+            sha256 = sha256 or (sha256_of(running.path) if running.path else "")
+            log(f"serving {running.model} at {running.base_url} ({' '.join(running.flags)})")
             for probe in (p for p in probes if p.server == extra):
-                for captured in capture_probe(server, probe):
-                    finish(captured, probe, server, sha256, date)
+                for captured in capture_probe(running, probe):
+                    finish(captured, probe, running, sha256, date, target)
                     response = captured.record["response"]
                     log(
                         f"  {captured.name}: {response['status']}, {response['bytes_stored']} bytes, "
                         f"{len(captured.record['reads'])} reads"
                     )
                     done.append(captured)
-    write(folder, done, replace=not only)
+    write(folder, done, replace=not only, probes=target.probes, server="" if server == "llama-cpp-python" else server)
     return sorted(folder.iterdir())
 
 
-def probe_named(name: str) -> Probe:
-    """The probe that makes capture `name` (NAME, or NAME-first / NAME-second for an interrupting pair)."""
-    for probe in PROBES:
+def probe_named(name: str, *, server: str = "llama-cpp-python") -> Probe:
+    """The probe that makes capture `name` (NAME, or NAME-first / NAME-second for an interrupting pair) on
+    `server` (a key of TARGETS)."""
+    for probe in TARGETS[server].probes:
         if name in (probe.name, f"{probe.name}-first", f"{probe.name}-second"):
             return probe
-    raise KeyError(f"no probe makes a capture named {name!r}; the probes are {', '.join(p.name for p in PROBES)}")
+    names = ", ".join(p.name for p in TARGETS[server].probes)
+    raise KeyError(f"no {server} probe makes a capture named {name!r}; the probes are {names}")
 
 
 def capture_live(server: ModelServer, name: str, **changes: Any) -> dict[str, Capture]:
@@ -560,20 +750,26 @@ def capture_live(server: ModelServer, name: str, **changes: Any) -> dict[str, Ca
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 dev.py capture",
-        description=(f"Recapture every stream in streamlab/data/captures/{FOLDER}/ from a freshly started server."),
+        description=(
+            "Recapture every stream of one server in streamlab/data/captures/<server>-<version>-<model>/ from a "
+            "freshly started server."
+        ),
     )
-    parser.add_argument("--out", type=Path, default=CAPTURES, help="folder to write (default: the packaged one)")
+    parser.add_argument("--server", choices=tuple(TARGETS), default="llama-cpp-python", help="the server to capture")
+    parser.add_argument("--llama-server", metavar="PATH", help="the llama-server binary (default: from PATH)")
+    parser.add_argument("--out", type=Path, default=None, help="folder to write (default: the packaged one)")
     parser.add_argument("--only", nargs="*", default=(), metavar="NAME", help="capture only these probes")
     args = parser.parse_args(argv)
-    if not model_available():
-        print(missing_message(), file=sys.stderr)
+    python_server = args.server == "llama-cpp-python"
+    if missing_message(server=python_server):
+        print(missing_message(server=python_server), file=sys.stderr)
         return 3
     try:
-        written = capture_all(args.out, only=tuple(args.only))
-    except ValueError as exc:
+        written = capture_all(args.out, only=tuple(args.only), server=args.server, llama_server=args.llama_server)
+    except (ValueError, ModelUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {len(written)} files to {args.out}")
+    print(f"wrote {len(written)} files to {args.out or CAPTURES.parent / TARGETS[args.server].folder}")
     return 0
 
 

@@ -75,7 +75,7 @@ llama-server is llama.cpp's own C++ server. Build it from the llama.cpp source t
     tar -xzf build/llama-src/llama_cpp_python-{SERVER_VERSION}.tar.gz -C build/llama-src
     cmake -S build/llama-src/llama_cpp_python-{SERVER_VERSION}/vendor/llama.cpp -B build/llama-server \\
           -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \\
-          -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
+          -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF
     cmake --build build/llama-server --target llama-server -j 2
     python3 dev.py model --server llama-server --llama-server build/llama-server/bin/llama-server
 

@@ -343,6 +343,33 @@ def _required(st: Stream | None, calls: list[_Call]) -> Finding:
     )
 
 
+def _named(st: Stream | None, calls: list[_Call]) -> Finding:
+    """A tool_choice that names a function is an order, not a hint: the answer must call it (llama-server
+    answers Gemma 270M's named call in prose)."""
+    if st is None:
+        return Finding("tools.named", Status.SKIP, "the named-tool probe got no stream")
+    wanted = ((st.result.request.body.get("tool_choice") or {}).get("function") or {}).get("name", "?")
+    if calls:
+        return Finding(
+            "tools.named", Status.PASS, f"{st.name}: {len(calls)} call(s) after tool_choice named {wanted!r}"
+        )
+    if st.cut:
+        return Finding(
+            "tools.named", Status.SKIP, f"{st.name}: the checker stopped reading ({st.result.cut}) before any call came"
+        )
+    final = _finish_of(st, 0)
+    said = f"finish_reason {final[1]['finish_reason']!r}" if final else "no finish_reason"
+    text = next((b for b, c in st.choices() if carries(c.get("delta"))), None)
+    where = st.at(text, b'"content"') if text else (st.at(final[0]) if final else body_evidence(st.result))
+    return Finding(
+        "tools.named",
+        Status.FAIL,
+        f"{st.name}: tool_choice names {wanted!r}, but no tool was called (the answer is text, {said}): "
+        "the request's demand was ignored",
+        where,
+    )
+
+
 def _name(st: Stream, call: _Call, offered: Sequence[str], name_w: Worst) -> None:
     names = call.strings("name")
     joined = "".join(v for _, v in names)
@@ -394,10 +421,11 @@ def _tools(required: Stream | None, named: Stream | None, offered: Sequence[str]
     index_w, header_w, name_w, args_w, finish_w = (Worst(c) for c in ids)
     graded = [(st, _calls(st, index_w)) for st in (required, named) if st is not None]
     first = _required(required, graded[0][1] if required is not None else [])
+    second = _named(named, graded[-1][1] if named is not None else [])
     streams = [st for st, _ in graded]
     if not any(calls for _, calls in graded):
         why = "the tool probes got no stream" if not graded else "the model answered without calling a tool"
-        return [first, *(Finding(c, Status.SKIP, f"{why} (nothing to grade)") for c in ids), _legacy(streams)]
+        return [first, second, *(Finding(c, Status.SKIP, f"{why} (nothing to grade)") for c in ids), _legacy(streams)]
     fragments = 0
     for st, calls in graded:
         for call in calls:
@@ -421,6 +449,7 @@ def _tools(required: Stream | None, named: Stream | None, offered: Sequence[str]
     names = ", ".join(sorted({"".join(v for _, v in c.strings("name"))[:40] for c in every}))
     return [
         first,
+        second,
         index_w.result(f"{len(every)} call(s) ({names}), each fragment with its index"),
         header_w.result("each call's id and type came once"),
         name_w.result(f"every call names an offered function ({', '.join(offered)})"),

@@ -184,6 +184,12 @@ CHECKS: dict[str, Check] = _checks(
         'an agent forces a call with "required": an answer in prose leaves its tool loop nothing to run',
     ),
     (
+        "tools.named",
+        "tools",
+        "a call to the function tool_choice names",
+        "naming the function is how a client forces one exact call: an answer in prose leaves nothing to run",
+    ),
+    (
         "tools.index",
         "tools",
         "every tool-call fragment has an integer index, one per call",

@@ -506,6 +506,11 @@ def _llama_server() -> Profile:
       `responses-max-output-tokens`; Gemma 270M is a base model, so every answer runs to the bound).
     * A body that is not JSON gets a 500 with the JSON library's parse error as the message (capture
       `error-not-json`).
+    * Every tool_choice is ignored: "required" (capture `tool-choice-required`) and one naming the function
+      (capture `tool-named`) both get a text answer to finish_reason 'length', with no tool call.
+
+    Not graded by the checker: the role chunk's delta carries `"content": null`; a second request mid-stream is
+    served beside the first, which runs to its end (4 slots; captures `concurrent-first`, `concurrent-second`).
     """
     cap = LLAMA_SERVER_CAPTURES
     return Profile(
@@ -544,6 +549,22 @@ def _llama_server() -> Profile:
                 (),
                 "not_json_500",
                 f"{cap}/error-not-json.sse",
+            ),
+            Quirk(
+                "tools.required",
+                F,
+                'tool_choice "required" is ignored: the answer is text',
+                (),
+                "tools_ignored",
+                f"{cap}/tool-choice-required.sse",
+            ),
+            Quirk(
+                "tools.named",
+                F,
+                "a tool_choice naming the function is ignored: the answer is text",
+                (),
+                "tools_ignored",
+                f"{cap}/tool-named.sse",
             ),
         ),
         variations=("timings",),

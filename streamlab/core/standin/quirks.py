@@ -399,7 +399,15 @@ TEXT_INSTEAD = ["I would", " check the", " weather in", " Paris for", " you."]
 def _required_ignored(frames: list[Frame], ctx: Context) -> list[Frame]:
     """llama-cpp-python (gemma chat format): tool_choice "required" (or "auto") is ignored and the model answers
     in text; only a tool_choice that names the function gets a call. The text keeps the answer's slots."""
-    if ctx.request.get("tool_choice", "auto") not in ("required", "auto") or not any(_calls_tools(f) for f in frames):
+    if ctx.request.get("tool_choice", "auto") not in ("required", "auto"):
+        return frames
+    return _tools_ignored(frames, ctx)
+
+
+def _tools_ignored(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """llama-server (`--jinja`, Gemma 270M): every tool_choice is ignored, a named one too, and the model answers
+    in text. The text keeps the answer's slots."""
+    if not any(_calls_tools(f) for f in frames):
         return frames
     first: dict[str, Any] = next((f.obj for f in frames if f.chunk is not None), {})
     text = [
@@ -632,6 +640,12 @@ FAULTS: dict[str, Fault] = {
             "chat",
             _required_ignored,
             'ignores tool_choice "required" (and "auto"): answers in text',
+        ),
+        Fault(
+            "tools_ignored",
+            "chat",
+            _tools_ignored,
+            'ignores every tool_choice, "required" and a named function too: answers in text',
         ),
         Fault("seq_repeat", "responses", _seq_repeat, "repeats a sequence_number"),
         Fault("no_sequence_number", "responses", _no_sequence_number, "sends events without sequence_number"),
