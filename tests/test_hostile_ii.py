@@ -30,6 +30,8 @@ from streamlab.net.gateway.app import Gateway
 from streamlab.net.relay.app import Relay
 from streamlab.net.standin.server import StandIn
 
+pytestmark = [pytest.mark.net]
+
 CHAT = shapes.chat_text_stream(["Hel", "lo"], model="m")
 ASK = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
