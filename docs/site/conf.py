@@ -9,6 +9,7 @@ at build time: the theme's assets ship in its wheel, and the diagrams are drawn 
 The quizzes: a saved quiz output holds the widget's view (which cannot draw here: the canonical notebooks keep no
 widget state) and the quiz as answer-free HTML; the HTML is shown, and `_static/quiz.js` makes it interactive
 with the texts `setup` writes into `_static/quiz-NN.js` from the quiz files (`streamlab.tools.quizview.site_quiz`).
+The labs' other widgets (explorers) cannot draw without a kernel: `_static/widget-note.js` says so in their place.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ html_theme = "sphinx_book_theme"
 html_title = "streamlab: streamed model output, byte by byte"
 html_static_path = [str(HERE / "_static"), str(GENERATED), str(QUIZZES)]
 html_css_files = ["site.css"]
-html_js_files = ["mermaid.min.js", "mermaid-init.js", "quiz.js"]
+html_js_files = ["mermaid.min.js", "mermaid-init.js", "quiz.js", "widget-note.js"]
 html_theme_options = {"show_toc_level": 2, "use_download_button": True, "home_page_in_toc": True}
 html_copy_source = False
 html_show_sourcelink = False

@@ -5,7 +5,8 @@ The site is built once, as `python3 dev.py site` builds it (tools/course_site.py
 its pages are opened from the disk (`file://`), as a reader who downloaded the site would. On each lab page the
 quiz must be a live quiz: a button per answer or a box for a number, nothing of the answers shown until a click.
 One lab's quiz is then answered as a reader would: a wrong answer, the right one, a number, "Show all answers"
-and "Hide the answers", each checked against the texts of the quiz file.
+and "Hide the answers", each checked against the texts of the quiz file. A lab's explorer (ipywidgets), which has
+no saved state to draw on a static page, must say so where it would be.
 """
 
 from __future__ import annotations
@@ -106,3 +107,14 @@ def test_a_reader_answers_the_quiz_on_the_page(site: Path, page) -> None:
     assert all(shows(answers.inner_text(), q.explain) for q in quiz.questions)
     live.get_by_role("button", name="Hide the answers").click()
     expect(answers).to_have_text("")
+
+
+@pytest.mark.parametrize("stem", ["02-fuzz-broken-parsers", "04-ttft-vs-total", "10-relay-to-gateway"])
+def test_an_explorer_that_cannot_draw_on_a_static_page_says_so(site: Path, page, stem: str) -> None:
+    """A lab's ipywidgets explorer has no saved state to draw from: the page says what would be there, once per
+    explorer, instead of an unexplained blank."""
+    page.goto((site / "notebooks" / f"{stem}.html").as_uri())
+    views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]')
+    assert views.count() >= 1
+    expect(page.locator(".streamlab-widget-note")).to_have_count(views.count())
+    expect(page.locator(".streamlab-widget-note").first).to_contain_text("need a running kernel")
