@@ -211,7 +211,9 @@ def learner_relay(
     checker sees a relay: its base URL and a reader of its summary lines."""
     summaries: list[dict[str, Any]] = []
     app = relay_app(body, upstream, keepalive=keepalive, read_timeout=read_timeout, summaries=summaries)
-    with AppServer(app, name="learner-relay") as server:
+    # Plain uvicorn's rule, as the learner's own relay would be deployed: a client's FIN is its departure, so a
+    # stage without keep-alives still notices a client gone during an upstream stall (check-hang).
+    with AppServer(app, name="learner-relay", half_close=False) as server:
         yield RelayUnderTest(f"{server.url}/v1", lambda: list(summaries))
 
 

@@ -70,6 +70,7 @@ class GuardedH11(H11Protocol):
 
     head_timeout: float = HEAD_TIMEOUT
     max_connections: int = 500
+    half_close: bool = True
 
     def connection_made(self, transport: Any) -> None:
         self._head_timer: Any = None
@@ -101,6 +102,8 @@ class GuardedH11(H11Protocol):
         and close once it has. uvicorn closed at once, and the relay took the FIN for a client gone. A client
         that did leave is noticed at the next write, which fails. Anywhere else: closed, as before."""
         cycle = self.cycle
+        if not self.half_close:
+            return None
         if cycle is not None and not cycle.response_complete and self.conn.their_state is h11.DONE:
             self._half_closed = True
             return True
@@ -137,7 +140,10 @@ class AppServer:
 
     It binds in `start()`, in the caller's thread, so a busy port fails there; `port` and `url` say where it
     listens. `stop()` asks uvicorn to exit (streams still running get `graceful` seconds, then are
-    cancelled), joins the thread and closes the socket.
+    cancelled), joins the thread and closes the socket. `half_close=False` takes a client's FIN for its
+    departure at once, as plain uvicorn (and nginx) do: a relay then notices a client gone without writing,
+    which lab 07's stages rely on; streamlab's relay and gateway keep the default and serve a half-closed
+    client its whole stream.
     """
 
     def __init__(
@@ -150,6 +156,7 @@ class AppServer:
         name: str = "asgi",
         head_timeout: float = HEAD_TIMEOUT,
         max_connections: int | None = None,
+        half_close: bool = True,
     ) -> None:
         if not head_timeout > 0 or (max_connections is not None and max_connections < 1):
             raise ValueError(
@@ -158,6 +165,7 @@ class AppServer:
         self.app = app
         self.head_timeout = head_timeout
         self.max_connections = default_max_connections() if max_connections is None else max_connections
+        self.half_close = half_close
         self.host = host
         self._requested_port = port
         self._graceful = graceful
@@ -191,7 +199,11 @@ class AppServer:
             http=type(
                 "GuardedH11",
                 (GuardedH11,),
-                {"head_timeout": self.head_timeout, "max_connections": self.max_connections},
+                {
+                    "head_timeout": self.head_timeout,
+                    "max_connections": self.max_connections,
+                    "half_close": self.half_close,
+                },
             ),
         )
         self._server = uvicorn.Server(config)
