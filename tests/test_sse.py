@@ -524,3 +524,134 @@ def test_peak_memory_is_about_twice_the_limit(name: str, size: int) -> None:
     assert got == ending
     slack = SMALL_FEED_SLACK if size < WINDOW else WINDOW_SLACK
     assert peak < 2 * limit + slack, f"{name}, {size}-byte feeds: peak {peak:,} bytes for a limit of {limit:,}"
+
+
+# -- the fast path (SSEParser._pairs): the same events, errors and state as the rule-by-rule loop ------------------
+
+PAIR_PIECES = [
+    b'data: {"k":1}\n\n',
+    b"data: caf\xc3\xa9 \xf0\x9f\x99\x82\n\n",
+    b'data: {"k":2}\r\n\r\n',
+    b"data: x\r\n",
+    b"\r\n",
+    b"data: \n\n",
+    b"data:no-space\n\n",
+    b"data: \xff\xfe\n\n",  # invalid UTF-8: U+FFFD
+    b": keep-alive\n",
+    b"event: e\n",
+    b"id: 9\n",
+    b"id: a\x00b\n",
+    b"retry: 7\n",
+    b"data: " + b"v" * 70 + b"\n\n",  # past the smaller event limits below
+    b"\r",
+    b"\n",
+    b"\xef\xbb\xbf",
+    b"data",
+]
+"""Mostly one-`data: `-line events (the fast path's shape), with every kind of line that must knock it off."""
+
+
+def _line_loop_only(parser: SSEParser, *args: object) -> bool:
+    return False
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(PAIR_PIECES), max_size=40).map(b"".join),
+    st.lists(st.integers(0, 3000), max_size=12),
+    st.lists(st.sampled_from(_KINDS), min_size=1, max_size=3),
+    st.sampled_from([(48, 64), (1000, 40), (10_000, 10_000)]),
+)
+def test_fast_path_matches_the_line_loop(
+    raw: bytes, cuts: list[int], kinds: list[type], limits: tuple[int, int]
+) -> None:
+    """Whatever the bytes and cuts: with the fast path or with every line through `_lines` (the standard rule by
+    rule), the same events, the same ending (limit error and offset included), retry and last event ID."""
+    line, event = limits
+    pieces = chunks_at(raw, sorted(c % (len(raw) + 1) for c in cuts))
+    typed = [kinds[k % len(kinds)](p) for k, p in enumerate(pieces)]
+    fast = _run(typed, max_line_bytes=line, max_event_bytes=event)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SSEParser, "_pairs", _line_loop_only)
+        assert _run(typed, max_line_bytes=line, max_event_bytes=event) == fast
+
+
+def test_fast_path_crlf_split_across_feeds() -> None:
+    """A CRLF stream cut between the CR and the LF, of a data line and of a blank line, at every position."""
+    raw = b"".join(b"data: %d\r\n\r\n" % k for k in range(40))
+    want = [SSEEvent("message", str(k), "") for k in range(40)]
+    for cut in range(1, len(raw)):
+        events, _, truncated = feed_all([raw[:cut], raw[cut:]])
+        assert events == want and truncated is False, cut
+    events, _, _ = feed_all([raw[k : k + 3] for k in range(0, len(raw), 3)])
+    assert events == want
+
+
+def test_fast_path_lone_cr_and_mixed_endings_in_one_chunk() -> None:
+    """A lone CR, or an LF line among CRLF ones, ends a line too: no value keeps a CR and no event is lost."""
+    assert parse(b"data: a\r\n\r\ndata: b\r\rdata: c\r\n\r\n")[0] == [
+        SSEEvent("message", "a", ""),
+        SSEEvent("message", "b", ""),
+        SSEEvent("message", "c", ""),
+    ]
+    # as many CRs as lines, but not one per line: the CR inside the first value is a line end
+    assert parse(b"data: a\rb\r\n\r\ndata: c\n\r\n")[0] == [SSEEvent("message", "a", ""), SSEEvent("message", "c", "")]
+    assert parse(b"data: a\n\r\ndata: b\r\n\ndata: c\r\r\n")[0] == [
+        SSEEvent("message", "a", ""),
+        SSEEvent("message", "b", ""),
+        SSEEvent("message", "c", ""),
+    ]
+
+
+def test_fast_path_invalid_utf8_is_replaced_and_the_chunk_kept_whole() -> None:
+    events, _ = parse(b"data: ok\n\ndata: bad\xff\n\ndata: caf\xc3\xa9\r\n\r\ndata: \xe2\x82\n\n")
+    assert events == [
+        SSEEvent("message", "ok", ""),
+        SSEEvent("message", "bad\ufffd", ""),
+        SSEEvent("message", "caf\u00e9", ""),
+        SSEEvent("message", "\ufffd", ""),
+    ]
+
+
+def test_fast_path_bom_only_at_the_very_start() -> None:
+    assert parse(b"\xef\xbb\xbfdata: a\n\ndata: b\n\n")[0] == [
+        SSEEvent("message", "a", ""),
+        SSEEvent("message", "b", ""),
+    ]
+    # a BOM later is part of the field name ("\ufeffdata" is no field): that line is ignored, the rest kept
+    assert parse(b"data: a\n\n\xef\xbb\xbfdata: b\n\ndata: c\n\n")[0] == [
+        SSEEvent("message", "a", ""),
+        SSEEvent("message", "c", ""),
+    ]
+
+
+def test_fast_path_keeps_the_last_event_id_and_waits_for_the_blank_line() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"id: 5\ndata: a\n") == []
+    assert parser.feed(b"\ndata: b\n\ndata: c\n") == [SSEEvent("message", "a", "5"), SSEEvent("message", "b", "5")]
+    assert parser.data_pending and parser.in_event  # c is not dispatched before its blank line
+    assert parser.feed(b"\n") == [SSEEvent("message", "c", "5")]
+    assert parser.feed(b"data: d\n") == []
+    assert parser.close() is True  # nothing is dispatched at EOF without a blank line
+
+
+def test_fast_path_event_limit_strikes_at_the_line_with_earlier_events() -> None:
+    raw = b"data: ok\n\ndata: 0123456789\n\ndata: later\n\n"
+    for chunk_raw in (raw, raw.replace(b"\n", b"\r\n")):
+        with pytest.raises(SSELimitError) as info:
+            SSEParser(max_event_bytes=8).feed(chunk_raw)
+        assert info.value.events == [SSEEvent("message", "ok", "")]
+        assert info.value.offset == chunk_raw.index(b"data: 0")
+
+
+def test_a_long_line_fed_one_byte_at_a_time() -> None:
+    """1 MiB of one data line, one byte per feed, ended by a CRLF whose halves come in separate feeds: the line
+    grows in place (see _grow_tail), the event is whole."""
+    line = b"data: " + b"\xc3\xa9" * (1 << 19) + b"\r\n\r\n"
+    parser = SSEParser()
+    feed = parser.feed
+    events = []
+    for k in range(len(line)):
+        events += feed(line[k : k + 1])
+    assert events == [SSEEvent("message", "\u00e9" * (1 << 19), "")]
+    assert parser.close() is False
