@@ -370,3 +370,23 @@ def test_a_second_signal_while_stopping_never_ends_in_a_traceback(kind, no_leake
         out, err = stop(proc, signal.SIGINT)
     assert proc.returncode == 0, err
     assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
+
+
+STOP_WHILE_WAITING = """
+import os, signal, threading, time
+from streamlab.net.console import stop_signals
+
+stop = threading.Event()
+restore = stop_signals(stop)
+with stop._cond:  # where the main thread is for a moment inside stop.wait(): holding the event's lock
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.2)  # the handler runs here, in this thread
+assert stop.wait(10)
+restore()
+print("stopped")
+"""
+
+
+def test_a_signal_while_the_main_thread_holds_the_stop_events_lock_still_stops_it():
+    proc = subprocess.run([sys.executable, "-c", STOP_WHILE_WAITING], capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stdout == b"stopped\n", proc.stderr  # the handler had deadlocked

@@ -174,21 +174,45 @@ def stream_writer(stream: TextIO, *, fallback: Callable[[str], str] | None = Non
 def stop_signals(event: threading.Event) -> Callable[[], None]:
     """Make SIGINT (Ctrl-C) and SIGTERM set `event`, whatever handlers were installed before (a program
     started with SIGINT ignored gets no handler from Python). Returns the function that puts the previous
-    handlers back. Outside the main thread, where handlers cannot be set, it changes nothing."""
+    handlers back. Outside the main thread, where handlers cannot be set, it changes nothing.
+
+    The handler only writes a byte to a pipe; a thread of its own reads it and sets `event`. A handler runs in
+    the main thread between two bytecodes, possibly while that thread holds the event's lock inside
+    `event.wait()`: setting the event from there had deadlocked the gateway when signals came in a burst."""
     previous: dict[int, Any] = {}
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
 
     def handler(signum: int, frame: object) -> None:
-        event.set()
+        with contextlib.suppress(OSError):  # a full pipe: a wake-up is already on its way
+            os.write(wake_write, b"s")
 
+    def wake() -> None:
+        while (got := os.read(wake_read, 64)) and b"q" not in got:
+            event.set()
+        if b"s" in got:
+            event.set()
+
+    watcher = threading.Thread(target=wake, name="stop-signals", daemon=True)
+    watcher.start()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             previous[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread
             break
+    restored = False
 
     def restore() -> None:
+        nonlocal restored
+        if restored:
+            return
+        restored = True
         for sig, old in previous.items():
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        os.write(wake_write, b"q")  # the watcher's last read (no handler writes any more)
+        watcher.join()
+        os.close(wake_read)
+        os.close(wake_write)
 
     return restore

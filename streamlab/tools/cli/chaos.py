@@ -66,9 +66,16 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     stop = threading.Event()
     restore = stop_signals(stop)
     try:
+        return _serve_until(proxy, stop, args, unreported, report)
+    finally:
+        restore()
+
+
+def _serve_until(proxy: Any, stop: threading.Event, args: argparse.Namespace, unreported: Any, report: Any) -> int:
+    """Start the proxy, report connections until `stop` is set, then stop it and print the closing report."""
+    try:
         proxy.start()
     except OSError as exc:
-        restore()
         print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     try:  # from here on, Ctrl-C or SIGTERM always ends with the proxy stopped and the closing report
@@ -88,7 +95,6 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     records = proxy.records()
     count = records[-1].number + 1 if records else 0
     print(f"stopped after {count} connection{'s' if count != 1 else ''}", flush=True)
-    restore()
     return 0
 
 
