@@ -390,3 +390,21 @@ print("stopped")
 def test_a_signal_while_the_main_thread_holds_the_stop_events_lock_still_stops_it():
     proc = subprocess.run([sys.executable, "-c", STOP_WHILE_WAITING], capture_output=True, timeout=60, check=False)
     assert proc.returncode == 0 and proc.stdout == b"stopped\n", proc.stderr  # the handler had deadlocked
+
+
+# -- 4: what the stand-in's records hold, all together -------------------------------------------------------------
+
+
+def test_the_standins_records_hold_a_bounded_total_whatever_the_models_are_called(no_leaked_threads):
+    from streamlab.net.standin.records import DEFAULT_MAX_TOTAL_BYTES
+
+    body = json.dumps({**ASK, "model": "m" * 1_000_000}).encode()  # under the 1 MiB body limit
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}) as server, httpx.Client(timeout=60) as client:
+        for _ in range(100):
+            reply = client.post(server.url("chat/completions"), content=body)
+            assert reply.status_code == 404 and len(reply.content) < 2000  # the name is not quoted whole
+        assert server.wait_idle()
+        records = server.records()
+    held = sum(len(r.body) + len(r.written) + (len(body) if r.json is not None else 0) for r in records)
+    assert len(records) == 100 and held <= DEFAULT_MAX_TOTAL_BYTES + len(body)  # it had been about 300 MB
+    assert all(r.bytes_written > 0 for r in records) and len(records[-1].body) == len(body)  # counts stay exact

@@ -45,6 +45,7 @@ from streamlab.core.standin.script import (
     frame_json,
     split_frames,
 )
+from streamlab.core.untrusted import clip
 
 __all__ = [
     "plan",
@@ -334,7 +335,7 @@ def _create(room: Room, request: Request, learner: str, dialect: str) -> Decisio
         return Decision(
             _error(
                 404,
-                f"The model `{model}` does not exist on this stand-in (scripted: {known})",
+                f"The model `{clip(model)}` does not exist on this stand-in (scripted: {known})",
                 code="model_not_found",
                 param="model",
             ),

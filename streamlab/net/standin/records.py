@@ -3,7 +3,10 @@
 Every request the stand-in serves leaves a `RequestRecord` (what arrived, what was written and when, how it
 ended) so labs and tests can assert on the server's side of the story. A server that runs for a whole
 workshop must not grow without bound, so `RecordBook` keeps only the last `max_records` records (a ring),
-and at most `max_record_bytes` of each request body and of what was written (the counts stay exact). Totals
+and at most `max_record_bytes` of each request body and of what was written (the counts stay exact). All the
+records together hold at most `max_total_bytes` (64 MiB) of bodies, parsed bodies and written bytes: past it the
+oldest records give theirs up (`body`, `written` empty, `json` None; their counts stay). 400 requests with 1 MB
+model names had held 1.2 GB: each kept its body, its parsed body and the 404 that quoted the name. Totals
 (requests, how many ended which way) count everything ever served.
 
 Whoever wants to follow the requests as they finish (the command line's one line per request, a dashboard)
@@ -32,10 +35,13 @@ __all__ = [
     "OpenRecord",
     "DEFAULT_MAX_RECORDS",
     "DEFAULT_MAX_RECORD_BYTES",
+    "DEFAULT_MAX_TOTAL_BYTES",
 ]
 
 DEFAULT_MAX_RECORDS = 1000
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+DEFAULT_MAX_TOTAL_BYTES = 64 * 1024 * 1024
+"""What all the records together keep of bodies, parsed bodies and written bytes; the oldest give theirs up."""
 MAX_HEADERS = 64
 """Request headers a record keeps (the first ones, each value clipped to `MAX_FIELD_CHARS`): a 64 KiB head of
 thousands of tiny headers would otherwise cost a record far more than its byte budget."""
@@ -67,6 +73,7 @@ class RequestRecord:
     `model` keep `MAX_FIELD_CHARS` characters, `headers` the first `MAX_HEADERS` (values clipped), `learner`
     is `streamlab.core.standin.room.learner_of`'s bounded name for the key, and `write_times` keeps the first
     `max_record_bytes // 8 + 1` times.
+    Past the book's `max_total_bytes` over all records, the oldest give up `body`, `written` and `json`.
     `frames_written` counts `Send`/`KeepAlive` steps written whole. `write_times` holds the
     `time.perf_counter()` value taken just before each stream chunk was handed to the operating system (same
     clock as the client's arrival times when both run on one machine: a client cannot have a chunk earlier),
@@ -133,6 +140,8 @@ class OpenRecord:
     finished_at: float | None = None
     resumed_after: str | None = None
     write_times: list[float] = field(default_factory=list)
+    kept: int = 0  # bytes this record holds against the book's max_total_bytes
+    trimmed: bool = False  # gave its bytes up for newer records: keeps no more (so `written` stays a prefix)
 
     def snapshot(self) -> RequestRecord:
         return RequestRecord(
@@ -163,13 +172,21 @@ class RecordBook:
     """Thread-safe records of one server: the ring, the totals, the feed. Handlers write; readers snapshot."""
 
     def __init__(
-        self, *, max_records: int = DEFAULT_MAX_RECORDS, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+        self,
+        *,
+        max_records: int = DEFAULT_MAX_RECORDS,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
     ) -> None:
-        if max_records < 1 or max_record_bytes < 0:
+        if max_records < 1 or max_record_bytes < 0 or max_total_bytes < 0:
             raise ValueError(
-                f"max_records must be >= 1 and max_record_bytes >= 0, got {max_records}, {max_record_bytes}"
+                f"max_records must be >= 1, max_record_bytes and max_total_bytes >= 0, got {max_records}, "
+                f"{max_record_bytes}, {max_total_bytes}"
             )
         self.max_record_bytes = max_record_bytes
+        self.max_total_bytes = max_total_bytes
+        self._kept = 0  # bytes all the records hold (the sum of their `kept`)
+        self._holding: deque[OpenRecord] = deque(maxlen=max_records)  # records that hold bytes, oldest first
         self._cond = threading.Condition()
         self._ring: deque[OpenRecord] = deque(maxlen=max_records)
         self._next = 0
@@ -186,6 +203,9 @@ class RecordBook:
                 self._next, clip(method, 32), clip(path), kept_headers(headers), time.perf_counter(), clip(learner)
             )
             self._next += 1
+            if len(self._ring) == self._ring.maxlen:  # the oldest leaves the ring: its bytes no longer count
+                self._kept -= self._ring[0].kept
+                self._ring[0].kept = 0
             self._ring.append(rec)
             self._cond.notify_all()
             return rec
@@ -209,6 +229,8 @@ class RecordBook:
         with self._cond:
             for name, value in changes.items():
                 setattr(rec, name, value)
+            if "json" in changes:
+                self._charge(rec, rec.body_bytes)  # a parsed body costs about what its text did
             self._cond.notify_all()
             starters = list(self._starters)
             if not starters:
@@ -218,13 +240,31 @@ class RecordBook:
             callback(snapshot)
 
     def body(self, rec: OpenRecord, body: bytes) -> None:
-        self.update(rec, body=body[: self.max_record_bytes], body_bytes=len(body))
+        with self._cond:
+            rec.body, rec.body_bytes = body[: self.max_record_bytes], len(body)
+            self._charge(rec, len(rec.body))
+            self._cond.notify_all()
+
+    def _charge(self, rec: OpenRecord, size: int) -> None:
+        """Count `size` more bytes held by `rec`; past `max_total_bytes`, the oldest other records give theirs
+        up (under the lock)."""
+        if size <= 0:
+            return
+        if not rec.kept:
+            self._holding.append(rec)
+        rec.kept += size
+        self._kept += size
+        while self._kept > self.max_total_bytes and self._holding and self._holding[0] is not rec:
+            old = self._holding.popleft()
+            self._kept -= old.kept
+            old.kept, old.body, old.json, old.written, old.trimmed = 0, b"", None, bytearray(), True
 
     def wrote(self, rec: OpenRecord, data: bytes, frame: bool, at: float | None = None) -> None:
         with self._cond:
-            room = self.max_record_bytes - len(rec.written)
+            room = 0 if rec.trimmed else self.max_record_bytes - len(rec.written)
             if room > 0:
                 rec.written += data[:room]
+                self._charge(rec, min(room, len(data)))
             rec.bytes_written += len(data)
             rec.frames_written += frame
             if at is not None and len(rec.write_times) < self.max_record_bytes // 8 + 1:
@@ -291,6 +331,8 @@ class RecordBook:
         """Forget the records and the totals (the next request is index 0 again)."""
         with self._cond:
             self._ring.clear()
+            self._holding.clear()
+            self._kept = 0
             self._next = 0
             self._endings.clear()
             self._refused = 0
