@@ -32,8 +32,8 @@ them, a `memchr` pass, and each line is checked to end in CRLF); only other CRs 
 `bytes.replace`, whose two-byte search costs more than finding the lines. In `_lines` the per-block state lives
 in locals of one loop and `data: ` is tested first. An event is built without the frozen dataclass's `__init__`
 (see `_Blank`), and data is decoded as strict UTF-8 first, with "replace" only when that fails. Against
-httpx-sse on a Chat Completions stream that is about 2.5x the throughput in 1 KiB writes and more in 64 KiB
-ones, CRLF or LF (benchmarks/README.md has the numbers).
+httpx-sse on a Chat Completions stream that is 2.2x to 2.5x the throughput in 1 KiB writes and 2.5x to 2.7x in
+64 KiB ones, LF or CRLF (medians of interleaved rounds; benchmarks/README.md has the numbers).
 
 Errors: `feed` either returns events or raises `SSELimitError` (a line or an event outgrew its limit); the
 error carries the events completed earlier in that call, and the parser stays failed afterwards rather than
