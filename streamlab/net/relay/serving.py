@@ -70,7 +70,7 @@ class GuardedH11(H11Protocol):
 
     head_timeout: float = HEAD_TIMEOUT
     max_connections: int = 500
-    half_close: bool = True
+    half_close: bool = False
 
     def connection_made(self, transport: Any) -> None:
         self._head_timer: Any = None
@@ -140,10 +140,10 @@ class AppServer:
 
     It binds in `start()`, in the caller's thread, so a busy port fails there; `port` and `url` say where it
     listens. `stop()` asks uvicorn to exit (streams still running get `graceful` seconds, then are
-    cancelled), joins the thread and closes the socket. `half_close=False` takes a client's FIN for its
-    departure at once, as plain uvicorn (and nginx) do: a relay then notices a client gone without writing,
-    which lab 07's stages rely on; streamlab's relay and gateway keep the default and serve a half-closed
-    client its whole stream.
+    cancelled), joins the thread and closes the socket. By default a client's FIN is its departure, as
+    plain uvicorn (and nginx) take it: a relay then notices a client gone without writing, which lab 07 and the
+    relay's own cancel tests rely on. `half_close=True` serves a client that half-closed after its request its
+    whole stream instead (off everywhere for now: with it the reference relay missed a client gone during a stall).
     """
 
     def __init__(
@@ -156,7 +156,7 @@ class AppServer:
         name: str = "asgi",
         head_timeout: float = HEAD_TIMEOUT,
         max_connections: int | None = None,
-        half_close: bool = True,
+        half_close: bool = False,
     ) -> None:
         if not head_timeout > 0 or (max_connections is not None and max_connections < 1):
             raise ValueError(
