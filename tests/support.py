@@ -11,7 +11,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 ASK = [{"role": "user", "content": "hi"}]  # the smallest Chat request body the real API accepts
 
@@ -106,3 +107,49 @@ def streamlab_cli(*args: str) -> Iterator[subprocess.Popen[str]]:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """Wait for a state (a safety net for a hung test, never a measurement)."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+class LoopbackServer:
+    """A raw TCP server on 127.0.0.1 for hostile-peer tests: one thread accepts, `handle(conn)` (a subclass's)
+    serves each connection in turn; `stopping` is set by `close()`, which joins the thread."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                self.handle(conn)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+        self.sock.close()

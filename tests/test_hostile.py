@@ -15,12 +15,12 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import zlib
 
 import httpx
 import pytest
+from support import LoopbackServer, until
 
 from streamlab.core import shapes
 from streamlab.core.standin.script import Episode, Send
@@ -285,46 +285,25 @@ def gzip_twice(size: int) -> bytes:
     return b"".join(gz([b"".join(gz(b"\0" * (1 << 20) for _ in range(size >> 20)))]))
 
 
-class RawUpstream:
+class RawUpstream(LoopbackServer):
     """An upstream that answers every request with the same raw bytes (a status line, headers, a body)."""
 
     def __init__(self, reply: bytes) -> None:
         self.reply = reply
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.05)
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.settimeout(10)
-            with conn:
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    head += conn.recv(65536)
-                try:
-                    conn.sendall(self.reply)
-                    conn.shutdown(socket.SHUT_WR)
-                    while conn.recv(65536):
-                        pass
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.stopping.set()
-        self.thread.join(10)
-        self.sock.close()
+    def handle(self, conn: socket.socket) -> None:
+        conn.settimeout(10)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += conn.recv(65536)
+        try:
+            conn.sendall(self.reply)
+            conn.shutdown(socket.SHUT_WR)
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
 
 
 def peak_mb() -> float:
@@ -649,40 +628,16 @@ def test_the_client_decodes_a_bomb_in_bounded_pieces(status, no_leaked_threads):
     assert peak_mb() - before < 200  # it had reached about 1 GB
 
 
-class DripServer:
+class DripServer(LoopbackServer):
     """A server that sends a status line, then one byte of a header line every 0.1 s, for ever."""
 
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.05)
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                try:
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
-                    while not self.stopping.wait(0.1):
-                        conn.sendall(b"a")
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.stopping.set()
-        self.thread.join(10)
-        self.sock.close()
+    def handle(self, conn: socket.socket) -> None:
+        try:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+            while not self.stopping.wait(0.1):
+                conn.sendall(b"a")
+        except OSError:
+            pass
 
 
 def test_the_sync_clients_deadline_covers_the_wait_for_headers(no_leaked_threads):
@@ -731,15 +686,6 @@ def guarded_app_server(**options):
         return body if isinstance(body, Response) else Response(b"got %d" % len(body))
 
     return AppServer(Starlette(routes=[Route("/echo", echo, methods=["POST"])]), **options)
-
-
-def until(condition, what: str, timeout: float = 30.0) -> None:
-    """Wait for a state (a safety net for a hung test, never a measurement)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def test_a_head_or_a_body_that_never_finishes_is_cut_at_its_deadline(no_leaked_threads):

@@ -34,6 +34,16 @@ pytestmark = [
 ]
 
 
+def assert_exactly_the_profiles_quirks(report, profile: str) -> None:
+    """The checker found each quirk the stand-in's `profile` plays, with its status, and nothing else."""
+    assert report.unreachable is None, report.unreachable
+    found = report.issues()
+    expected = PROFILES[profile].expected()
+    false = {c: s for c, s in found.items() if expected.get(c) != s}
+    missing = {c: s for c, s in expected.items() if found.get(c) != s}
+    assert not false and not missing, f"false findings {false}, missing quirks {missing}\n{report.render()}"
+
+
 @pytest.fixture(scope="module")
 def served() -> Iterator[ModelServer]:
     with ModelServer() as server:
@@ -45,13 +55,8 @@ def test_check_reports_exactly_the_profiles_quirks_on_the_real_server(served: Mo
     started = time.monotonic()
     report = check_endpoint(served.base_url, model=served.model, dialect="both")
     took = time.monotonic() - started
-    assert report.unreachable is None, report.unreachable
-    found = report.issues()
-    expected = PROFILES["llama-cpp-python"].expected()
-    false = {c: s for c, s in found.items() if expected.get(c) != s}
-    missing = {c: s for c, s in expected.items() if found.get(c) != s}
-    assert not false and not missing, f"false findings {false}, missing quirks {missing}\n{report.render()}"
-    assert report.exit_code == 1 and any(s is Status.FAIL for s in found.values())
+    assert_exactly_the_profiles_quirks(report, "llama-cpp-python")
+    assert report.exit_code == 1 and any(s is Status.FAIL for s in report.issues().values())
     print(f"streamlab check --dialect both took {took:.1f} s against the real server")  # a fact for the log
 
 
@@ -119,9 +124,4 @@ LLAMA_SERVER = os.environ.get("STREAMLAB_LLAMA_SERVER") or shutil.which("llama-s
 def test_check_reports_exactly_the_llama_server_profiles_quirks() -> None:
     with ModelServer(server="llama-server", llama_server=LLAMA_SERVER) as served:
         report = check_endpoint(served.base_url, model=served.model, dialect="both")
-    assert report.unreachable is None, report.unreachable
-    found = report.issues()
-    expected = PROFILES["llama-server"].expected()
-    false = {c: s for c, s in found.items() if expected.get(c) != s}
-    missing = {c: s for c, s in expected.items() if found.get(c) != s}
-    assert not false and not missing, f"false findings {false}, missing quirks {missing}\n{report.render()}"
+    assert_exactly_the_profiles_quirks(report, "llama-server")

@@ -19,7 +19,7 @@ import time
 import httpx
 import openai
 import pytest
-from support import dechunk
+from support import dechunk, until
 
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
@@ -32,15 +32,6 @@ ASK = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": 
 USAGE_CHUNK = CHAT[5]  # the usage-only chunk (choices: [])
 
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads"), pytest.mark.net]
-
-
-def until(condition, what: str, timeout: float = 30.0) -> None:
-    """Wait for a state (a safety net for a hung test, never a measurement)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def read_all(sock: socket.socket, timeout: float = 10.0) -> bytes:
