@@ -203,13 +203,20 @@ def check_keepalives(run: CheckRun) -> None:
         ("stall inside a line (chat)", "check-ka-mid-line", "chat", False),
         ("stall between the CR and the LF of a CRLF (chat)", "check-ka-after-cr", "chat", False),
     )
-    with run.front():
-        for name, model, dialect, beat_needed in cases:
-            raw = run.raw(model, dialect, Outcome.COMPLETE, len(TEXT))
-            passed, evidence = _raw_identical(run, raw, model)
-            beats = comment_lines(raw.body) - comment_lines(run.upstream_sent(model))
-            if beat_needed and beats < 1 and passed:
-                passed, evidence = False, f"no keep-alive in {run.options.stall:g} s of silence ({evidence})"
+
+    def one(model: str, dialect: str, beat_needed: bool) -> tuple[bool, str]:
+        raw = run.raw(model, dialect, Outcome.COMPLETE, len(TEXT))
+        passed, evidence = _raw_identical(run, raw, model)
+        beats = comment_lines(raw.body) - comment_lines(run.upstream_sent(model))
+        if beat_needed and beats < 1 and passed:
+            passed, evidence = False, f"no keep-alive in {run.options.stall:g} s of silence ({evidence})"
+        return passed, evidence
+
+    # The four stalls run side by side (each has its own model name and upstream record): one stall's time in all.
+    with run.front(), concurrent.futures.ThreadPoolExecutor(len(cases), "relaycheck-keepalive") as pool:
+        verdicts = [pool.submit(one, model, dialect, beat_needed) for _, model, dialect, beat_needed in cases]
+        for (name, *_), verdict in zip(cases, verdicts, strict=True):
+            passed, evidence = verdict.result()
             run.add(f"keep-alives: {name}", 3, Outcome.COMPLETE, passed, evidence)
 
 
@@ -222,10 +229,20 @@ def _death_verdict(raw: RawResult, sent: bytes, sdk: SdkResult, *, all_delivered
     return ok_raw and ok_sdk, f"{raw_evidence}; {sdk_evidence}"
 
 
+def _raw_and_sdk(
+    run: CheckRun, model: str, dialect: str, outcome: Outcome | None
+) -> tuple[RawResult, SdkResult, bytes]:
+    """The raw client and the SDK on the same scripted stream at the same time (a stall costs one read timeout,
+    not two), and what the upstream wrote (the script is the same for both requests)."""
+    with concurrent.futures.ThreadPoolExecutor(2, "relaycheck-pair") as pool:
+        raw = pool.submit(run.raw, model, dialect, outcome)
+        sdk = pool.submit(run.sdk, model, dialect, outcome)
+        raw_result, sdk_result = raw.result(), sdk.result()
+    return raw_result, sdk_result, run.upstream_sent(model)
+
+
 def _one_death(run: CheckRun, death: Death) -> tuple[bool, str]:
-    raw = run.raw(death.model, death.dialect, death.outcome)
-    sent = run.upstream_sent(death.model)
-    sdk = run.sdk(death.model, death.dialect, death.outcome)
+    raw, sdk, sent = _raw_and_sdk(run, death.model, death.dialect, death.outcome)
     return _death_verdict(raw, sent, sdk, all_delivered=death.all_delivered)
 
 
@@ -264,11 +281,9 @@ def header_bytes(standin: StandIn) -> int:
 def _chaos_case(
     run: CheckRun, dialect: str, faults: dict[str, Any], sent: bytes, all_delivered: bool
 ) -> tuple[bool, str]:
-    model = CHAOS_MODEL[dialect]
+    # Every connection through the proxy gets its own byte counters, so both clients meet the same fault.
     with run.front(direction="down", seed=run.options.seed, **faults):
-        raw = run.raw(model, dialect, Outcome.TRUNCATED)
-    with run.front(direction="down", seed=run.options.seed, **faults):
-        sdk = run.sdk(model, dialect, Outcome.TRUNCATED)
+        raw, sdk, _ = _raw_and_sdk(run, CHAOS_MODEL[dialect], dialect, Outcome.TRUNCATED)
     return _death_verdict(raw, sent, sdk, all_delivered=all_delivered)
 
 
