@@ -26,20 +26,17 @@ from streamlab.core.sse import SSEParser, parse
 from streamlab.core.standin.script import End, Episode, Send, Stall, Wait, paced
 from streamlab.exercises import verdict
 from streamlab.exercises.lab07 import (
-    CHECKER,
     DEADLINE,
     STAGES,
     StreamInfo,
     attempted,
     between_events,
     grade_my_relay,
-    learner_relay,
     relay_app,
 )
 from streamlab.net.chaos.proxy import ChaosProxy
 from streamlab.net.relay.app import Relay
 from streamlab.net.relay.serving import AppServer
-from streamlab.net.relaycheck.run import check_relay
 from streamlab.net.standin.server import StandIn
 
 pytestmark = [pytest.mark.net]
@@ -749,29 +746,17 @@ def test_a_relay_that_decodes_text_fails_stage_1(no_leaked_threads):
 # -- section 9: the reports -----------------------------------------------------------------------------------------
 
 
+# The reference Relay with the lab's options is graded in the lab itself (its cells 24 and 25 under nbval: every
+# requirement's count of passing checks, the five outcomes, the verdict), and the last stage's hidden solution by
+# tests/test_solutions.py; here the lab's reference body goes through grade_my_relay, as a learner's would.
+
+
 @pytest.mark.slow
-def test_the_reference_relay_passes_every_check_with_the_lab_options(no_leaked_threads):
-    report = check_relay(
-        lambda upstream: Relay(upstream, keepalive=CHECKER["keepalive"], read_timeout=CHECKER["read_timeout"]),
-        **CHECKER,
-    )
-    assert report.ok, report.render()
+def test_grading_the_reference_body_shown_in_the_lab_prints_a_passing_report(capsys, no_leaked_threads):
+    report = grade_my_relay(reference_body())
+    assert report is not None and report.ok, report and report.render()
     counts = [len([r for r in report.results if r.requirement == n]) for n in (1, 2, 3, 4, 5)]
     assert counts == [7, 2, 4, 13, 2]
-    assert [str(o) for o in report.outcomes()] == ["complete", "incomplete", "failed", "truncated", "cancelled"]
-
-
-@pytest.mark.slow
-def test_the_reference_body_shown_in_the_lab_passes_every_check(no_leaked_threads):
-    body = reference_body()
-    report = check_relay(lambda upstream: learner_relay(body, upstream), **CHECKER)
-    assert report.ok, report.render()
-
-
-@pytest.mark.slow
-def test_grading_the_last_stage_prints_a_passing_report(capsys, no_leaked_threads):
-    report = grade_my_relay(solution("07.5"))
-    assert report is not None and report.ok
     out = capsys.readouterr().out
     assert out.rstrip().endswith("5 of 5 requirements hold: the relay passes")
 
