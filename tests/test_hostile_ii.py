@@ -333,12 +333,6 @@ def test_every_cli_server_stops_cleanly_on_a_signal_even_with_sigint_ignored(kin
 
 
 @pytest.mark.parametrize("kind", ["relay", "gateway"])
-@pytest.mark.skip(
-    reason=(
-        "half-close support (AppServer(half_close=True)) is off: with it the reference relay missed a client"
-        " that left during an upstream stall (test_capstone departure test); issue 25 item 12 stays open"
-    )
-)
 def test_a_client_that_half_closes_after_its_request_gets_the_whole_stream(kind, no_leaked_threads):
     from streamlab.core.sse import parse
     from streamlab.core.standin.script import Wait
@@ -363,6 +357,50 @@ def test_a_client_that_half_closes_after_its_request_gets_the_whole_stream(kind,
     assert b"[DONE]" in rest and summary["outcome"] == "complete", (reply[-300:], summary)
     events, _ = parse(b"".join(CHAT))
     assert all(e.data.encode() in rest for e in events)
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["close", "half-close-mid-line"])
+@pytest.mark.parametrize("kind", ["relay", "gateway"])
+def test_a_client_that_closes_during_a_stall_still_closes_the_upstream_at_once(kind, half, no_leaked_threads):
+    """The other side of serving half-closes: a FIN during an upstream stall may be a departure. Keep-alives
+    are a minute apart here, so only the probe (two keep-alives at the FIN) can tell within the bound. Stalled
+    inside a line no keep-alive may be written: the client that half-closed there still gets its stream."""
+    from streamlab.core.standin.script import Stall, Wait
+
+    if half:  # the upstream stops inside a line for 0.6 s, then finishes: a half-closed client reads it all
+        steps = [Send(CHAT[0]), Send(CHAT[1][:20]), Wait(0.6), Send(CHAT[1][20:]), *(Send(f) for f in CHAT[2:])]
+    else:
+        steps = [Send(CHAT[0]), Send(CHAT[1]), Stall()]
+    with (
+        StandIn({"m": Episode(steps)}, usage="scripted") as upstream,
+        served(kind, upstream.base_url, keepalive=60.0, read_timeout=30.0) as server,
+    ):
+        body = json.dumps(ASK).encode()
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+        try:
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            got = b""  # until the second event's first 20 bytes came (they start like the first event's)
+            while CHAT[0] not in got or CHAT[1][:20] not in got[got.index(CHAT[0]) + len(CHAT[0]) :]:
+                got += sock.recv(65536)
+            if half:
+                sock.shutdown(socket.SHUT_WR)
+                got += read_all(sock)
+            else:
+                left = time.perf_counter()
+                sock.close()
+        finally:
+            sock.close()
+        assert upstream.wait_until(lambda rs: bool(rs) and rs[-1].finished, 5.0)
+        record = upstream.records("m")[-1]
+    if half:
+        assert got.count(b"[DONE]") == 1 and record.ending == "complete", (got[-200:], record.ending)
+        assert b"keep-alive" not in got  # none could be written inside the line
+    else:
+        assert record.ending == "client_gone" and record.finished_at is not None
+        assert record.finished_at - left < 1.0  # the probe's doing: keep-alives are 60 s apart, the timeout 30 s
 
 
 @pytest.mark.parametrize("kind", ["relay", "gateway", "chaos"])

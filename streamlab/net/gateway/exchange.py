@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from streamlab.core.gateway.log import Attempt, AttemptNote, request_id_of
 from streamlab.core.relay.pacing import Due, Pacing
 from streamlab.core.relay.stream import BOM, MAX_UNPARSED, RelayedStream, raises_in_sdk
 from streamlab.core.sse import SSEEvent, is_event_stream, parse
+from streamlab.net.relay.serving import PROBE_GAP, half_closed
 from streamlab.net.relay.upstream import (
     STREAM_HEADERS,
     Read,
@@ -141,6 +143,7 @@ class Exchange(Response):
         self.committed = False  # an upstream's answer was chosen: its bytes are the client's from here on
         self.permit_open = False  # the current attempt's breaker permit has not been reported yet
         self.error: InternalError | None = None  # the unexpected exception this request met, if any
+        self.probed = False  # a half-close probe went to a stream's reader (one per request)
 
     # -- the request, start to end --
 
@@ -362,7 +365,9 @@ class Exchange(Response):
     ) -> Failure | None:
         rs = self.state.new_stream(self.request, self.model, self.started, stream_id=self.rs.stream_id)
         rs.status = response.status_code
-        reader = UpstreamReader(response, watch=self.watch, stop=self.stop, clock=self.state.perf)
+        reader = UpstreamReader(
+            response, watch=self.watch, stop=self.stop, clock=self.state.perf, probe=self._unprobed_half_close()
+        )
         try:
             kind, value = await self._first_event(upstream.name, reader, rs)
             if kind == "failed":
@@ -408,6 +413,10 @@ class Exchange(Response):
             item = await reader.next(pacing.wait(self.state.perf()))
             if item.kind is Read.GONE:
                 return "gone", None
+            if item.kind is Read.PROBE:  # nothing of this upstream's is out yet: a keep-alive after the head
+                await self._start(STREAM_HEADERS)
+                await self._probe(lambda: _KEEPALIVE)
+                continue
             if item.kind is Read.STOP:
                 return "failed", Failure(name, Ending.STOPPED, "the gateway is stopping")
             if item.kind is Read.END:
@@ -464,6 +473,9 @@ class Exchange(Response):
             if item.kind is Read.GONE:
                 rs.client_gone(now, "the client closed the connection")
                 break
+            if item.kind is Read.PROBE:
+                await self._probe(lambda: rs.keepalive(perf()))
+                continue
             if item.kind is Read.IDLE:
                 due = pacing.due(now)
                 if due is Due.KEEPALIVE:
@@ -562,6 +574,24 @@ class Exchange(Response):
             self.head_sent = True
             self.status_sent = 200
             await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    def _unprobed_half_close(self) -> asyncio.Future[Any] | None:
+        """The half-close future for this request's next stream until a probe has been made (a failed-over
+        stream's reader still gets it when the first never came to probing)."""
+        return None if self.probed else half_closed(self.scope)
+
+    async def _probe(self, beat: Callable[[], bytes]) -> None:
+        """Two keep-alives `PROBE_GAP` apart to a client that shut its sending side: one that left resets the
+        first, and the second write fails (`streamlab.net.relay.serving`); none where a keep-alive would
+        change the events (`beat` gives b"" there)."""
+        self.probed = True
+        for gap in (PROBE_GAP, 0.0):
+            data = beat()
+            if not data:
+                return
+            await self._body(data)
+            if gap:
+                await asyncio.sleep(gap)
 
     async def _body(self, data: bytes, *, more: bool = True) -> None:
         if data or not more:

@@ -73,7 +73,7 @@ from streamlab.core.relay.stream import (
     summary_line,
 )
 from streamlab.core.sse import is_event_stream
-from streamlab.net.relay.serving import MAX_RECORDS, ServedApp
+from streamlab.net.relay.serving import MAX_RECORDS, PROBE_GAP, ServedApp, half_closed
 from streamlab.net.relay.upstream import (
     MAX_REQUEST_BYTES,
     STREAM_HEADERS,
@@ -300,7 +300,9 @@ class _StreamOut(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.app.stopping is not None
         stop = asyncio.ensure_future(self.app.stopping.wait())
-        reader = UpstreamReader(self.upstream, watch=self.watch, stop=stop, clock=self.app.clock)
+        reader = UpstreamReader(
+            self.upstream, watch=self.watch, stop=stop, clock=self.app.clock, probe=half_closed(scope)
+        )
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             if await self._pump(send, reader):
@@ -326,6 +328,18 @@ class _StreamOut(Response):
         except Exception:
             self.rs.marked = False
 
+    async def _probe(self, send: Send) -> None:
+        """Two keep-alives `PROBE_GAP` apart: a client that left resets the first, so the second write fails and
+        the next read says GONE. Where a keep-alive would change the events (mid-line), nothing is sent: the
+        next forwarded bytes, or the marked end after the read timeout, are the writes that tell."""
+        for gap in (PROBE_GAP, 0.0):
+            beat = self.rs.keepalive(self.app.clock())
+            if not beat:
+                return
+            await send({"type": "http.response.body", "body": beat, "more_body": True})
+            if gap:
+                await asyncio.sleep(gap)
+
     async def _pump(self, send: Send, reader: UpstreamReader) -> bool:
         """Move bytes until the stream ends. Returns False when the client left (nothing more may be sent)."""
         rs, config = self.rs, self.app.config
@@ -344,6 +358,9 @@ class _StreamOut(Response):
             if item.kind is Read.GONE:
                 rs.client_gone(item.at, "the client closed the connection")
                 return False
+            if item.kind is Read.PROBE:  # a FIN after the request: gone, or only half-closed? Two writes tell
+                await self._probe(send)
+                continue
             if item.kind is Read.END:
                 assert item.ending is not None
                 final = rs.upstream_ended(item.ending, item.at, item.detail)

@@ -13,8 +13,15 @@ protocol plus two defences: a request head must be complete within `head_timeout
 connection (or of the next request's first byte), and at most `max_connections` connections are open at
 once (the next one gets a 503 and is closed at once, so its descriptor comes back). The body's deadline is
 the app's (`streamlab.net.relay.upstream.read_request_body`); an idle kept-alive connection is closed after
-uvicorn's `timeout_keep_alive` (5 s). A client that half-closes (`shutdown(SHUT_WR)`) after its request still
-gets the whole reply (`GuardedH11.eof_received`); uvicorn had taken its FIN for a departure and cut the stream.
+uvicorn's `timeout_keep_alive` (5 s).
+
+A client's FIN after its request means one of two things that look the same on the wire: it half-closed
+(`shutdown(SHUT_WR)`, "I have said all I will say", and reads on) or it left (`close()`). Plain uvicorn takes
+every FIN for a departure, which cuts a half-closing client's stream. With `half_close=True` the connection
+stays open and the app is told (`half_closed(scope)`, a future in the ASGI scope's extensions); a streaming app
+then probes: two keep-alive comments a moment apart (`PROBE_GAP`). A client that left answers the first with a
+reset, and the second write fails, which ends the stream as a departure within milliseconds; a client that
+only half-closed reads two comments that change no event, then the rest of its stream.
 """
 
 from __future__ import annotations
@@ -32,10 +39,35 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["AppServer", "ServedApp", "GuardedH11", "MAX_RECORDS", "HEAD_TIMEOUT", "default_max_connections"]
+__all__ = [
+    "AppServer",
+    "ServedApp",
+    "GuardedH11",
+    "MAX_RECORDS",
+    "HEAD_TIMEOUT",
+    "HALF_CLOSE",
+    "PROBE_GAP",
+    "default_max_connections",
+    "half_closed",
+]
 
 HEAD_TIMEOUT = 10.0
 """Seconds a client has to send a whole request head, from the connection or the next request's first byte."""
+
+
+HALF_CLOSE = "streamlab.half_close"
+"""The ASGI scope extension `GuardedH11` sets when it serves half-closes: a future, done once the client has shut
+its sending side after its request (before that the client is simply there)."""
+
+PROBE_GAP = 0.02
+"""Seconds between the two keep-alives that probe a half-closed client: the first write draws a departed
+client's reset (on loopback within microseconds, on a network within a round trip), the second one meets it."""
+
+
+def half_closed(scope: Any) -> Any:
+    """The half-close future of a request's scope (`HALF_CLOSE`), or None when its server takes a FIN for a
+    departure (then `http.disconnect` comes instead)."""
+    return scope.get("extensions", {}).get(HALF_CLOSE)
 
 
 def _raw_reply(status: str, message: str, kind: str, extra: str = "") -> bytes:
@@ -76,6 +108,7 @@ class GuardedH11(H11Protocol):
         self._head_timer: Any = None
         self._got = False
         self._half_closed = False
+        self._eof: Any = None  # the current request's half-close future (HALF_CLOSE), when half_close is on
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
             transport.write(_REFUSED)
@@ -91,21 +124,26 @@ class GuardedH11(H11Protocol):
         super().data_received(data)
         if self.cycle is not cycle:  # a whole request head arrived
             self._disarm()
+            if self.half_close and self.cycle is not None:  # the app's task has not run yet: it sees the future
+                self._eof = self.loop.create_future()
+                self.cycle.scope.setdefault("extensions", {})[HALF_CLOSE] = self._eof
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
 
     def eof_received(self) -> bool | None:
-        """The client shut its sending side. After a whole request that is a half-close ("I have said all I
-        will say"), not a departure: keep the transport open, so the reply (a whole stream) still goes out,
-        and close once it has. uvicorn closed at once, and the relay took the FIN for a client gone. A client
-        that did leave is noticed at the next write, which fails. Anywhere else: closed, as before."""
+        """The client shut its sending side. With `half_close`, after a whole request, that may be a half-close
+        ("I have said all I will say") or a departure: keep the transport open, so the reply (a whole stream)
+        can still go out, tell the app (its `half_closed(scope)` future), which probes with two keep-alives, and
+        close once the reply is complete. Without it, or anywhere else: closed, as uvicorn does."""
         cycle = self.cycle
         if not self.half_close:
             return None
         if cycle is not None and not cycle.response_complete and self.conn.their_state is h11.DONE:
             self._half_closed = True
+            if self._eof is not None and not self._eof.done():
+                self._eof.set_result(None)
             return True
         return None
 
@@ -140,10 +178,10 @@ class AppServer:
 
     It binds in `start()`, in the caller's thread, so a busy port fails there; `port` and `url` say where it
     listens. `stop()` asks uvicorn to exit (streams still running get `graceful` seconds, then are
-    cancelled), joins the thread and closes the socket. By default a client's FIN is its departure, as
-    plain uvicorn (and nginx) take it: a relay then notices a client gone without writing, which lab 07 and the
-    relay's own cancel tests rely on. `half_close=True` serves a client that half-closed after its request its
-    whole stream instead (off everywhere for now: with it the reference relay missed a client gone during a stall).
+    cancelled), joins the thread and closes the socket. By default a client's FIN is its departure, as plain
+    uvicorn takes it (lab 07's learner relays are served so: a stage without keep-alives cannot probe).
+    `half_close=True` serves a client that half-closed after its request its whole stream: the app learns of the
+    FIN through `half_closed(scope)` and probes (module docstring); the reference relay and the gateway do.
     """
 
     def __init__(
@@ -291,7 +329,8 @@ class ServedApp:
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_records)
         self._count = 0  # records ever written (the ring forgets, this does not)
         self._cond = threading.Condition()
-        self._server = AppServer(app, host=host, port=port, name=name, max_connections=max_connections)
+        # Half-closes served: both apps probe a client whose FIN came after its request (module docstring).
+        self._server = AppServer(app, host=host, port=port, name=name, max_connections=max_connections, half_close=True)
 
     def _record(self, record: dict[str, Any]) -> None:
         with self._cond:

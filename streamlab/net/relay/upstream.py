@@ -270,6 +270,7 @@ class Read(Word):
     GONE = "gone"  # the client closed its connection
     STOP = "stop"  # the server is stopping
     IDLE = "idle"  # nothing happened within the wait asked for
+    PROBE = "probe"  # the client shut its sending side: write a keep-alive twice to learn whether it is still there
 
 
 class Item(NamedTuple):
@@ -345,8 +346,9 @@ class UpstreamReader:
     `watch` finishes when the client leaves, `stop` when the server stops; `clock` stamps each item. Call
     `next(timeout)` for the next `Item`; `close()` (always, in a `finally`) cancels the read and closes the
     response, which is how the upstream learns its client has gone. `swap(response)` goes on with another
-    response (a resumed stream). Priority when several things are ready: the client gone, then queued
-    items in order, then the stop.
+    response (a resumed stream). `probe`, when given, is the server's half-close future
+    (`streamlab.net.relay.serving.half_closed`): once it is done, one `PROBE` item comes. Priority when several
+    things are ready: the client gone, then the probe, then queued items in order, then the stop.
     """
 
     def __init__(
@@ -357,9 +359,11 @@ class UpstreamReader:
         stop: asyncio.Future[Any],
         clock: Callable[[], float] = time.perf_counter,
         max_queued: int = MAX_QUEUED,
+        probe: asyncio.Future[Any] | None = None,
     ) -> None:
         self.response = response
         self.watch, self.stop = watch, stop
+        self.probe = probe
         self.clock = clock
         self.max_queued = max_queued
         self._items: collections.deque[Item] = collections.deque()
@@ -370,6 +374,8 @@ class UpstreamReader:
         self._deadline = math.inf  # when the current wait ends (loop time)
         watch.add_done_callback(self._wake)
         stop.add_done_callback(self._wake)
+        if probe is not None:
+            probe.add_done_callback(self._wake)
         self._task: asyncio.Task[None] | None = self._loop.create_task(self._read(response))
 
     async def _read(self, response: httpx.Response) -> None:
@@ -430,6 +436,9 @@ class UpstreamReader:
         """The next item: wait at most `timeout` seconds (None: no limit) before an `IDLE` one."""
         if self.watch.done():
             return Item(Read.GONE, self.clock())
+        if self.probe is not None and self.probe.done():
+            self.probe = None
+            return Item(Read.PROBE, self.clock())
         items = self._items
         if not items and not self.stop.done():
             waiter = self._waiter = self._loop.create_future()
@@ -440,6 +449,9 @@ class UpstreamReader:
                 self._waiter = None
             if self.watch.done():
                 return Item(Read.GONE, self.clock())
+            if self.probe is not None and self.probe.done():
+                self.probe = None
+                return Item(Read.PROBE, self.clock())
         if items:
             item = items.popleft()
             space = self._space
