@@ -180,15 +180,20 @@ class _Reader:
                     self.stream.content.append(at)
 
 
-async def _one(port: int, client: int, go: asyncio.Event, delay: float) -> Stream:
+async def _one(port: int, client: int, go: asyncio.Event, delay: float, cold: bool = False) -> Stream:
+    """One learner: connect (at once, or with `cold` only when the others send too), wait for the signal, send
+    the request, read the stream, timestamping each content chunk as it arrives."""
     stream = Stream(client)
+    if cold:
+        await go.wait()
+        stream.sent = time.perf_counter()  # a cold client's wait starts before its connection is made
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         await go.wait()
         if delay:
             await asyncio.sleep(delay)
         request = _request(port, client)
-        stream.sent = time.perf_counter()
+        stream.sent = stream.sent or time.perf_counter()
         writer.write(request)
         parse = _Reader(stream)
         while not parse.finished:
@@ -233,10 +238,12 @@ async def _dashboard(port: int, n: int, done: asyncio.Event) -> tuple[int, float
     return events, settled
 
 
-async def _room(port: int, n: int, spread: float, ready: Any, dashboard: bool) -> tuple[list[Stream], tuple]:
+async def _room(
+    port: int, n: int, spread: float, ready: Any, dashboard: bool, cold: bool = False
+) -> tuple[list[Stream], tuple]:
     go, done = asyncio.Event(), asyncio.Event()
     watcher = asyncio.ensure_future(_dashboard(port, n, done)) if dashboard else None
-    tasks = [asyncio.ensure_future(_one(port, i, go, spread * i / n)) for i in range(n)]
+    tasks = [asyncio.ensure_future(_one(port, i, go, spread * i / n, cold)) for i in range(n)]
     await asyncio.sleep(0.5)  # let every connection open before anyone sends
     ready.send("sending")
     go.set()
@@ -249,9 +256,9 @@ async def _room(port: int, n: int, spread: float, ready: Any, dashboard: bool) -
     return streams, await watcher
 
 
-def run_clients(port: int, n: int, spread: float, dashboard: bool, conn: Any) -> None:
+def run_clients(port: int, n: int, spread: float, dashboard: bool, conn: Any, cold: bool = False) -> None:
     """Child process: n clients (and the dashboard's reader), then send back what each saw."""
-    streams, board = asyncio.run(_room(port, n, spread, conn, dashboard))
+    streams, board = asyncio.run(_room(port, n, spread, conn, dashboard, cold))
     conn.send(([(s.client, s.sent, s.content, s.text, s.ending, s.ended) for s in streams], board))
 
 
@@ -292,16 +299,21 @@ def _sample(proc: psutil.Process, pipe: Any, until: float) -> tuple[int, float]:
     return peak, times.user + times.system
 
 
-def run_round(n: int, spread: float, dashboard: bool, sketch: bool = False) -> Round:
+def run_round(
+    n: int, spread: float, dashboard: bool, sketch: bool = False, *, serve: Any = None, cold: bool = False
+) -> Round:
+    """One round with a fresh server process: `serve` (a child-process target like `serve_room`; by default
+    the stand-in, or the asyncio sketch with `sketch`) and the clients in another process."""
     ctx = multiprocessing.get_context("spawn")
     server_end, server_child = ctx.Pipe()
-    server = ctx.Process(target=serve_sketch if sketch else serve_room, args=(n, server_child))
+    target = serve if serve is not None else serve_sketch if sketch else serve_room
+    server = ctx.Process(target=target, args=(n, server_child))
     server.start()
     port, pid = server_end.recv()
     proc = psutil.Process(pid)
     rss_before = proc.memory_info().rss
     client_end, client_child = ctx.Pipe()
-    clients = ctx.Process(target=run_clients, args=(port, n, spread, dashboard, client_child))
+    clients = ctx.Process(target=run_clients, args=(port, n, spread, dashboard, client_child, cold))
     clients.start()
     client_end.recv()  # "sending": every connection is open
     times = proc.cpu_times()

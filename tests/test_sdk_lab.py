@@ -240,6 +240,8 @@ def test_a_timeout_before_the_headers_is_retried_and_sent_as_a_header() -> None:
         with pytest.raises(openai.APITimeoutError):
             client.chat.completions.create(model="late", **PLAIN)
         assert retry_counts(server, "late") == ["0", "1"]
+        # the SDK raises as soon as it gives up; the stand-in sees the hang-up a moment later, on its own thread
+        assert server.wait_until(lambda rs: len(rs) == 2 and all(r.finished for r in rs))
         records = server.records("late")
     assert [(r.status, r.ending) for r in records] == [(None, "client_gone")] * 2
     assert {r.headers["x-stainless-read-timeout"] for r in records} == {"0.25"}

@@ -17,7 +17,11 @@ On the wire, and why:
 * It listens on 127.0.0.1, port 0 (the OS picks a free one), speaks HTTP/1.1 with chunked transfer coding
   like real streaming endpoints, disables Nagle's algorithm so small frames leave at once, and never logs.
 * Each scripted `Send` becomes one HTTP chunk; chunk framing has nothing to do with SSE framing.
-* While it pauses, it watches the socket, so a client that hangs up is noticed at once, not at the next write.
+* While it pauses, it watches the socket, so a client that hangs up is noticed at once, not at the next write
+  (a FIN is a departure, as at the model servers it stands in for; `streamlab.net.standin.wire` says why).
+* A burst (a room of learners pressing "run" in the same instant) does not push first tokens back: scripted
+  waits count from the moment each request arrived (on Linux the kernel's time stamp on its bytes, so the time a
+  handler thread waits for its turn under the GIL is inside the wait, not added to it; `streamlab.net.standin.wire`).
 * It defends itself as a server in a room must: the request head must arrive within `header_timeout`, the
   body within `body_timeout`, an idle kept-alive connection is closed after `idle_timeout`, at most
   `max_connections` connections are served at once (the next gets a 503), bodies over `max_body_bytes` get
@@ -58,7 +62,7 @@ from streamlab.net.standin.records import (
     RequestRecord,
     RequestTotals,
 )
-from streamlab.net.standin.wire import Connection, Limits, PageHandler, refuse_connection
+from streamlab.net.standin.wire import Connection, Limits, PageHandler, refuse_connection, stamp_arrivals
 
 __all__ = ["StandIn", "serve", "stop_serving", "DEFAULT_MAX_BODY_BYTES"]
 
@@ -79,6 +83,33 @@ class _Host:
         self._pending = 0  # admitted by the accepting thread, not yet set up by their handler thread
         self._conns_cond = threading.Condition()
         self.pages: Callable[[RequestHead], PageHandler | None] | None = None
+        self._signal: tuple[socket.socket, socket.socket] | None = None  # the stop signal, while started
+
+    @property
+    def wakeup(self) -> socket.socket:
+        """Readable once the server is stopping: pauses wait on it and on their client, with no polling."""
+        if self._signal is None:
+            raise RuntimeError("the stand-in is not started")
+        return self._signal[0]
+
+    def arm(self) -> None:
+        """A fresh stop signal for a (re)started server."""
+        self._signal = socket.socketpair()
+
+    def wake(self) -> None:
+        """Set `stopping` and make `wakeup` readable: every pause returns at once."""
+        self.stopping.set()
+        if self._signal is not None:
+            try:
+                self._signal[1].send(b"x")
+            except OSError:
+                pass
+
+    def disarm(self) -> None:
+        """Close the stop signal (after every handler has been joined)."""
+        signal, self._signal = self._signal, None
+        for end in signal or ():
+            end.close()
 
     def decide(self, request: Request) -> Decision:
         with self._room_lock:
@@ -170,6 +201,10 @@ class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     request_queue_size = 256  # the listen backlog; socketserver's default of 5 resets bursts of new connections
     host: _Host
+
+    def server_activate(self) -> None:
+        stamp_arrivals(self.socket)  # every accepted socket's reads carry the time their bytes arrived
+        super().server_activate()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.host.admit_connection():  # over the cap: a 503 from the accepting thread, no new thread
@@ -278,9 +313,11 @@ class StandIn:
         httpd.host = self._host
         try:
             httpd.server_bind()
+            self._host.arm()
             httpd.server_activate()
         except BaseException:
             httpd.server_close()
+            self._host.disarm()
             raise
         self._httpd = httpd
         self._thread = threading.Thread(
@@ -294,13 +331,14 @@ class StandIn:
         httpd, self._httpd = self._httpd, None
         if httpd is None:
             return
-        self._host.stopping.set()
+        self._host.wake()  # stopping: every pause returns now
         if self._feed is not None:
             self._feed.wake()  # dashboard feeds end now rather than at their next wake-up
         self._on_stopping()
         httpd.shutdown()
         self._host.shut_all()
         httpd.server_close()  # joins the handler threads (block_on_close)
+        self._host.disarm()
         if self._thread is not None:
             self._thread.join()
             self._thread = None

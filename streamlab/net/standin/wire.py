@@ -7,7 +7,18 @@ Then, if both sides allow it, wait for the next request on the same connection. 
 routing, validation, resume points and endings come from the sans-IO core; this module only reads,
 writes, waits and closes, and records what it did.
 
-While it pauses, it watches the socket, so a client that hangs up is noticed at once. Reads have
+Timing: a stream's first pause counts from the moment the request's last byte arrived (on Linux, the time the
+kernel stamped on it, `stamp_arrivals`; elsewhere, when the read returned), and each later pause from the moment
+the chunk before it was handed to the operating system. So the work of reading, planning and recording (and, in
+a burst, waiting for the other connections' turns under the GIL) is spent inside the scripted wait instead of
+being added to it.
+
+While it pauses, it watches the socket and the server's stop signal (no polling), so a client that hangs up is
+noticed at once. A client's FIN is its departure, as for the model servers it stands in for (llama-cpp-python and
+every Starlette app under uvicorn close the connection on it): a relay that closes its upstream must see the
+stream end at once, in the middle of a long pause too, and a FIN and a half-close (`shutdown(SHUT_WR)`) are the
+same segment. The stand-in cannot probe as the relay does (`streamlab.net.relay.serving`): its bytes are the
+script's, and a keep-alive comment the script did not ask for would change what a lab shows. Reads have
 deadlines (`Limits`) so a client that sends half a request cannot hold a thread for ever.
 
 A few paths are not the API: the server's own pages (the room dashboard). For those the host hands back a
@@ -18,9 +29,11 @@ A few paths are not the API: the server's own pages (the room dashboard). For th
 from __future__ import annotations
 
 import json
+import platform
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -55,12 +68,32 @@ from streamlab.core.standin.request import (
 from streamlab.core.standin.room import learner_of
 from streamlab.net.standin.records import OpenRecord, RecordBook
 
-__all__ = ["Limits", "Host", "Connection", "PageHandler", "refuse_connection", "SERVER_NAME"]
+__all__ = ["Limits", "Host", "Connection", "PageHandler", "refuse_connection", "stamp_arrivals", "SERVER_NAME"]
 
 SERVER_NAME = "streamlab-standin"
-_POLL = 0.05  # seconds: how often a pause checks for a stopping server
 _DRAIN_LIMIT = 16 * 1024 * 1024
 _DONE, _GONE, _STOPPING = "done", "gone", "stopping"
+
+# Linux stamps each arriving packet on request: SO_TIMESTAMPNS, which Python 3.11's socket module does not name; it
+# is 35 on the asm-generic ABI of these machines (alpha, mips, parisc and sparc number it otherwise)
+_GENERIC_ABI = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l", "riscv64"}
+_TIMESTAMPNS = 35 if sys.platform.startswith("linux") and platform.machine().lower() in _GENERIC_ABI else 0
+_TIMESPEC = struct.Struct("@ll")  # the kernel's struct timespec (old ABI): seconds and nanoseconds, C longs
+_ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if _TIMESTAMPNS else 0
+_STALE = 1.0  # seconds: a kernel stamp older than this is not trusted (the wall clock may have been set)
+
+
+def stamp_arrivals(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp the arrival time of what `sock` receives (a listening socket passes it on to the
+    sockets it accepts). True when it will: Linux on the common machines; elsewhere reads are timed as they return.
+    """
+    if not _TIMESTAMPNS:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -97,6 +130,10 @@ class Host(Protocol):
     limits: Limits
     book: RecordBook
     stopping: threading.Event
+
+    @property
+    def wakeup(self) -> socket.socket:
+        """Becomes readable once `stopping` is set, so a pause can wait on it and on the client at once."""
 
     def decide(self, request: Request) -> Decision: ...
 
@@ -141,6 +178,26 @@ def _payload(reply: Reply) -> bytes:
     return reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode("utf-8")
 
 
+def _stamps(sock: socket.socket) -> bool:
+    try:
+        return bool(sock.getsockopt(socket.SOL_SOCKET, _TIMESTAMPNS))
+    except OSError:
+        return False
+
+
+def _arrival(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """When the bytes of one read arrived, as a `time.perf_counter()` value: the kernel's stamp on the last of
+    them when it gave one (a wall-clock time, moved onto perf_counter's clock and kept within the last second),
+    else now."""
+    now = time.perf_counter()
+    for level, kind, raw in ancillary:
+        if level == socket.SOL_SOCKET and kind == _TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
+            at = seconds + nanoseconds * 1e-9 - (time.time() - now)
+            return min(now, max(at, now - _STALE))
+    return now
+
+
 def refuse_connection(sock: socket.socket, cap: int) -> None:
     """Answer a connection over the cap with a 503 from the accepting thread, without blocking it."""
     message = f"the stand-in is serving its maximum of {cap} connections at once; try again shortly"
@@ -167,6 +224,9 @@ class Connection:
         self.limits = host.limits
         self.book = host.book
         self.buf = bytearray()  # bytes received and not yet consumed (the rest of a head, a pipelined request)
+        self.received_at = 0.0  # perf_counter() time by which every byte received so far had arrived
+        self.eof = False  # the client has shut its sending side: its departure (module docstring)
+        self._stamped = bool(_TIMESTAMPNS) and _stamps(sock)  # the kernel stamps what arrives (`stamp_arrivals`)
 
     def serve(self) -> None:
         first = True
@@ -194,24 +254,30 @@ class Connection:
         if left <= 0:
             return None
         self.sock.settimeout(left)
+        ancillary: list[tuple[int, int, bytes]] = []
         try:
-            data = self.sock.recv(65536)
+            if self._stamped:
+                data, ancillary, _, _ = self.sock.recvmsg(65536, _ANCILLARY)
+            else:
+                data = self.sock.recv(65536)
         except TimeoutError:
             return None
         except OSError:
             return False
         if not data:
+            self.eof = True
             return False
         self.buf += data
+        self.received_at = _arrival(ancillary)
         return True
 
     def _read_head(self, first: bool) -> bytes | Reply | None:
         """The next request head, a refusal to send, or None when the connection should just close."""
         limits, start = self.limits, time.monotonic()
-        if not self._strip_blank_lines():
-            waited = self._fill(start + (limits.header_timeout if first else limits.idle_timeout))
-            if not waited:
-                return None  # closed, or idle for too long: close quietly
+        if self._strip_blank_lines():
+            self.received_at = time.perf_counter()  # a pipelined request: its exchange starts now, not on arrival
+        elif not self._fill(start + (limits.header_timeout if first else limits.idle_timeout)):
+            return None  # closed, or idle for too long: close quietly
         deadline = (start if first else time.monotonic()) + limits.header_timeout
         checked, scanned = False, 0
         while True:
@@ -359,12 +425,13 @@ class Connection:
         body = self._read_body(admission.length)
         if isinstance(body, Reply):
             return self._reply(body, head, rec)
+        arrived = self.received_at  # the request's last byte: every scripted wait counts from here
         self.book.body(rec, body)
         decision = self.host.decide(Request(head, body))
         self.book.note(rec, decision.note)
         if isinstance(decision.action, Reply):
-            return self._reply(decision.action, head, rec)
-        return self._play(decision.action, rec)
+            return self._reply(decision.action, head, rec, since=arrived)
+        return self._play(decision.action, rec, since=arrived)
 
     def _internal_error(self, exc: Exception, head: RequestHead, rec: OpenRecord) -> None:
         message = f"stand-in internal error: {type(exc).__name__}: {exc}"
@@ -388,9 +455,10 @@ class Connection:
         except OSError:
             pass
 
-    def _reply(self, reply: Reply, head: RequestHead, rec: OpenRecord) -> bool:
-        """Write one JSON reply (after its pause); True when the connection may carry another request."""
-        if reply.wait and self._pause(reply.wait) != _DONE:
+    def _reply(self, reply: Reply, head: RequestHead, rec: OpenRecord, *, since: float | None = None) -> bool:
+        """Write one JSON reply (after its pause, counted from `since`); True when the connection may carry
+        another request."""
+        if reply.wait and self._pause(reply.wait, since=since) != _DONE:
             raise _Gone
         payload = _payload(reply)
         close = reply.close or not head.keep_alive
@@ -404,27 +472,29 @@ class Connection:
         self._send(_json_head(reply, len(payload), close) + out)
         return not close
 
-    def _play(self, stream: Stream, rec: OpenRecord) -> bool:
+    def _play(self, stream: Stream, rec: OpenRecord, *, since: float) -> bool:
         """Play a stream's actions on a chunked 200; True when the body ended cleanly (the connection may
-        carry another request)."""
+        carry another request). The first pause counts from `since` (the request's arrival), each later one
+        from the write before it: one stream's bookkeeping never delays its own schedule."""
         headers = (*EVENT_STREAM_HEADERS, ("Transfer-Encoding", "chunked"), *stream.headers)
         self._send(_head_bytes(200, headers, close=False))
         self.book.update(rec, status=200)
-        stopping = self.host.stopping
+        stopping, clock = self.host.stopping, since
         for action in stream.actions:
             if stopping.is_set() or self.host.cancelled(stream):
                 break
             if isinstance(action, Pause):
-                state = self._pause(action.seconds)
+                state = self._pause(action.seconds, since=clock)
                 if state == _GONE:
                     raise _Gone
                 if state == _STOPPING:
                     break
+                clock += action.seconds or 0.0  # a pause that ended "done" had an end
             elif isinstance(action, Write):
                 # HTTP/1.1 chunk framing (size in hex, CRLF, data, CRLF): unrelated to where SSE lines end.
                 # Timed before the bytes leave: no client can hold them earlier than that, however late this
                 # thread runs again after the send (a check of "arrived before the upstream wrote" relies on it).
-                at = time.perf_counter()
+                at = clock = time.perf_counter()
                 self._send(b"%x\r\n%s\r\n" % (len(action.data), action.data))
                 self.book.wrote(rec, action.data, action.frame, at)
             elif isinstance(action, Close):
@@ -444,28 +514,38 @@ class Connection:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.sock.close()
 
-    def _pause(self, seconds: float | None) -> str:
-        """Wait `seconds` (None: for ever), watching the client. "done", "gone" (the client closed its end)
-        or "stopping" (the server is shutting down)."""
-        end = None if seconds is None else time.perf_counter() + seconds
-        stopping = self.host.stopping
-        watch = True
+    def _pause(self, seconds: float | None, *, since: float | None = None) -> str:
+        """Wait until `seconds` after `since` (default: now; None: for ever), watching the client and the stop
+        signal. "done", "gone" (the client closed its end: a FIN, a reset) or "stopping" (the server is shutting
+        down)."""
+        end = None if seconds is None else (time.perf_counter() if since is None else since) + seconds
         while True:
-            if stopping.is_set():
+            if self.host.stopping.is_set():
                 return _STOPPING
-            left = _POLL if end is None else min(_POLL, end - time.perf_counter())
-            if left <= 0:
+            left = None if end is None else end - time.perf_counter()
+            if left is not None and left <= 0:
                 return _DONE
-            if not watch:
-                stopping.wait(left)
-                continue
+            if self.eof:
+                return _GONE
             try:
-                readable, _, _ = select.select([self.sock], [], [], left)
-                if readable:
-                    data = self.sock.recv(65536)
-                    if not data:
-                        return _STOPPING if stopping.is_set() else _GONE
-                    self.buf += data  # a pipelined request: keep it for later
-                    watch = len(self.buf) <= MAX_HEAD_BYTES + self.limits.max_body_bytes
+                state = self._watch(left)
             except (OSError, ValueError):
-                return _STOPPING if stopping.is_set() else _GONE
+                state = _GONE
+            if state is not None:
+                return _STOPPING if self.host.stopping.is_set() else state
+
+    def _watch(self, left: float | None) -> str | None:
+        """Wait at most `left` seconds for the client or the stop signal: None when the time is up or the
+        client sent bytes (kept for its next request) or ended its input (then `eof`); else "gone" or "stopping"."""
+        wake = self.host.wakeup
+        full = len(self.buf) > MAX_HEAD_BYTES + self.limits.max_body_bytes  # a pipelining flood: stop reading
+        readable, _, _ = select.select([wake] if full else [self.sock, wake], [], [], left)
+        if wake in readable:
+            return _STOPPING
+        if readable:
+            data = self.sock.recv(65536)  # a reset raises here: gone
+            if data:
+                self.buf += data
+            else:
+                self.eof = True
+        return None
