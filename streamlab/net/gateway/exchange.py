@@ -55,6 +55,7 @@ from streamlab.net.relay.upstream import (
     disconnected,
     internal_error,
     json_reply,
+    probe,
     read_reply,
     request_facts,
 )
@@ -581,17 +582,9 @@ class Exchange(Response):
         return None if self.probed else half_closed(self.scope)
 
     async def _probe(self, beat: Callable[[], bytes]) -> None:
-        """Two keep-alives `PROBE_GAP` apart to a client that shut its sending side: one that left resets the
-        first, and the second write fails (`streamlab.net.relay.serving`); none where a keep-alive would
-        change the events (`beat` gives b"" there)."""
+        """The shared half-close probe (`streamlab.net.relay.upstream.probe`), once per request."""
         self.probed = True
-        for gap in (PROBE_GAP, 0.0):
-            data = beat()
-            if not data:
-                return
-            await self._body(data)
-            if gap:
-                await asyncio.sleep(gap)
+        await probe(beat, self._body, PROBE_GAP)
 
     async def _body(self, data: bytes, *, more: bool = True) -> None:
         if data or not more:

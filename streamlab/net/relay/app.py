@@ -86,6 +86,7 @@ from streamlab.net.relay.upstream import (
     forwarded_response_headers,
     internal_error,
     json_reply,
+    probe,
     read_reply,
     read_request_body,
     refuse_path,
@@ -328,18 +329,6 @@ class _StreamOut(Response):
         except Exception:
             self.rs.marked = False
 
-    async def _probe(self, send: Send) -> None:
-        """Two keep-alives `PROBE_GAP` apart: a client that left resets the first, so the second write fails and
-        the next read says GONE. Where a keep-alive would change the events (mid-line), nothing is sent: the
-        next forwarded bytes, or the marked end after the read timeout, are the writes that tell."""
-        for gap in (PROBE_GAP, 0.0):
-            beat = self.rs.keepalive(self.app.clock())
-            if not beat:
-                return
-            await send({"type": "http.response.body", "body": beat, "more_body": True})
-            if gap:
-                await asyncio.sleep(gap)
-
     async def _pump(self, send: Send, reader: UpstreamReader) -> bool:
         """Move bytes until the stream ends. Returns False when the client left (nothing more may be sent)."""
         rs, config = self.rs, self.app.config
@@ -359,7 +348,12 @@ class _StreamOut(Response):
                 rs.client_gone(item.at, "the client closed the connection")
                 return False
             if item.kind is Read.PROBE:  # a FIN after the request: gone, or only half-closed? Two writes tell
-                await self._probe(send)
+                # where a keep-alive would change the events (mid-line) nothing goes: the next bytes will tell
+                await probe(
+                    lambda: rs.keepalive(clock()),
+                    lambda data: send({"type": "http.response.body", "body": data, "more_body": True}),
+                    PROBE_GAP,
+                )
                 continue
             if item.kind is Read.END:
                 assert item.ending is not None

@@ -29,7 +29,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -53,6 +53,7 @@ __all__ = [
     "connect_failure",
     "disconnected",
     "cancel_all",
+    "probe",
     "request_facts",
     "FORWARD_REQUEST",
     "FORWARD_RESPONSE",
@@ -311,6 +312,20 @@ async def disconnected(receive: Receive) -> None:
     """Return when the client has gone away (the request body has already been read)."""
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+async def probe(beat: Callable[[], bytes], write: Callable[[bytes], Awaitable[None]], gap: float) -> None:
+    """Probe a client that shut its sending side: write `beat()` (a keep-alive, or b"" where one would change the
+    events: then nothing) twice, `gap` seconds apart. A client that left resets the first write and the second
+    fails, so the next read says GONE (`streamlab.net.relay.serving`); one that only half-closed reads two comments
+    that change no event."""
+    for wait in (gap, 0.0):
+        data = beat()
+        if not data:
+            return
+        await write(data)
+        if wait:
+            await asyncio.sleep(wait)
 
 
 async def cancel_all(*tasks: asyncio.Future[Any] | None) -> None:
