@@ -96,3 +96,72 @@ def test_anonymous_requests_are_one_learner_apart_from_every_key():
         assert ada.post(url, json=body).status_code == 429
         assert anonymous.post(url, json=body).status_code == 200
         assert server.records()[0].learner == ""
+
+
+def test_max_learners_sets_the_rooms_places_and_a_reset_frees_one():
+    # Two places: ada and bob come back, so carol is refused with the room_full 429 (not a flaky 429) and
+    # neither of them is forgotten; the instructor's reset of bob gives carol his place.
+    with StandIn(scenario("flaky"), max_learners=2) as server:
+        body = {"model": "flaky", "messages": MESSAGES, "stream": True}
+        url = server.url("chat/completions")
+        with learner(server, "ada") as ada, learner(server, "bob") as bob, learner(server, "carol") as carol:
+            for client in (ada, bob, ada, bob):
+                client.post(url, json=body)
+            refused = carol.post(url, json=body)
+            assert refused.status_code == 429 and refused.json()["error"]["code"] == "room_full"
+            assert "--max-learners" in refused.json()["error"]["message"]
+            assert server.requests_for("flaky", learner="ada") == server.requests_for("flaky", learner="bob") == 2
+            assert bob.post(server.url("reset")).status_code == 200
+            first = carol.post(url, json=body)
+            assert first.status_code == 429 and first.json()["error"].get("code") != "room_full"  # flaky's own
+            assert server.requests_for("flaky", learner="carol") == 1
+
+
+def test_max_learners_must_be_a_whole_number_of_at_least_one():
+    from streamlab.tools.cli.main import build_parser
+
+    assert build_parser().parse_args(["standin", "--max-learners", "40"]).max_learners == 40
+    assert build_parser().parse_args(["standin"]).max_learners == 10_000
+    for bad in ("0", "-3", "ten"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["standin", "--max-learners", bad])
+    with pytest.raises(ValueError, match="max_learners must be at least 1"):
+        StandIn({}, max_learners=0)
+
+
+def test_the_command_lines_max_learners_reaches_the_room():
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlab", "standin", "--scenario", "flaky", "--port", "0", "--max-learners", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl-C"):
+                break
+        base = next(line for line in lines if " at http://" in line).split(" at ")[1].split()[0]
+        body = {"model": "flaky", "messages": MESSAGES, "stream": True}
+        with httpx.Client(headers={"Authorization": "Bearer ada"}, timeout=10) as ada:
+            ada.post(base + "/chat/completions", json=body)
+            ada.post(base + "/chat/completions", json=body)
+        with httpx.Client(headers={"Authorization": "Bearer bob"}, timeout=10) as bob:
+            refused = bob.post(base + "/chat/completions", json=body)
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "room_full"
+        assert "keeps 1 learners" in refused.json()["error"]["message"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0

@@ -22,7 +22,8 @@ request cannot grow it without bound, and no client can make it forget the learn
 * a learner who came back (two requests or more) is never forgotten;
 * when every place is taken by learners who came back, a new key is refused (`Room.admits` is False) and the
   planner answers it with an OpenAI-shaped 429 `room_full` that says so; the learners already in go on as before.
-  Only the instructor frees places: `POST /v1/reset` with that key, or restarting the stand-in.
+  Only the instructor frees places: `POST /v1/reset` with that key, or restarting the stand-in (with a larger
+  `streamlab standin --max-learners`, or `StandIn(max_learners=...)`, for a room that needs more).
 
 A workshop has tens of learners, so it never meets the bound; a flood meets it and locks out only new keys.
 """
@@ -91,7 +92,7 @@ def room_full_message(max_learners: int) -> str:
     return (
         f"This stand-in's room is full: it keeps {max_learners} learners (API keys) and every place is taken by a "
         "learner who came back, so a new key is not admitted. Use a key that has been here before, or ask the "
-        "instructor to restart the stand-in."
+        "instructor to restart the stand-in (`streamlab standin --max-learners N` keeps more)."
     )
 
 

@@ -39,6 +39,7 @@ from streamlab.core.shapes import error_body
 from streamlab.core.standin.board import Board, BoardEvent, Visit
 from streamlab.core.standin.plan import last_event_id
 from streamlab.core.standin.request import RequestHead
+from streamlab.core.standin.room import DEFAULT_MAX_LEARNERS
 from streamlab.net.standin.records import RecordBook, RequestRecord
 from streamlab.net.standin.wire import Connection, PageHandler
 
@@ -117,6 +118,7 @@ class RoomFeed:
         keepalive: float = DEFAULT_KEEPALIVE,
         retry_ms: int = DEFAULT_RETRY_MS,
         max_feeds: int = DEFAULT_MAX_FEEDS,
+        max_learners: int = DEFAULT_MAX_LEARNERS,
     ) -> None:
         if not keepalive > 0 or retry_ms < 0 or max_feeds < 1:
             raise ValueError(
@@ -129,7 +131,7 @@ class RoomFeed:
         self.feeds = 0  # feeds open right now
         self._stopping = stopping
         self._cond = threading.Condition()
-        self._board = Board(salt=os.urandom(16), epoch=secrets.token_hex(4))
+        self._board = Board(salt=os.urandom(16), epoch=secrets.token_hex(4), max_learners=max_learners)
         self._unsubscribe = book.subscribe(self._seen, started=True)
 
     # -- fed by the records (in the request handlers' threads) --

@@ -49,7 +49,7 @@ from streamlab.core.standin.actions import Decision, Stream
 from streamlab.core.standin.plan import plan, stream_cancelled
 from streamlab.core.standin.profiles import Profile, get_profile
 from streamlab.core.standin.request import Request, RequestHead
-from streamlab.core.standin.room import DEFAULT_OPTIONS, Options, Room, UsagePolicy, learner_key
+from streamlab.core.standin.room import DEFAULT_MAX_LEARNERS, DEFAULT_OPTIONS, Options, Room, UsagePolicy, learner_key
 from streamlab.core.standin.script import (
     ScriptValue,
     StoredResponse,
@@ -232,6 +232,9 @@ class StandIn:
     Chat usage chunk only with `stream_options.include_usage`; `usage="scripted"` plays every scripted byte.
     `profile` (a name from `streamlab.core.standin.profiles.PROFILES`, or a `Profile`) makes it answer as that server
     does, and answer any model the scripts do not name. The timeouts and caps are in the module docstring.
+    `max_learners` is how many API keys the room remembers (`streamlab.core.standin.room`: keys used once are
+    forgotten first, a learner who came back never; when every place is taken so, a new key gets a 429
+    `room_full`); the dashboard keeps as many rows.
     `dashboard` serves the room dashboard at `dashboard_url` (on by default; its feed writes a keep-alive
     comment after `dashboard_keepalive` seconds of silence; at most `dashboard_max_feeds` feeds are open at once).
     Use it as a context manager (`with StandIn(scripts) as server:`), or call `start()` and `stop()`.
@@ -253,6 +256,7 @@ class StandIn:
         max_connections: int = Limits.max_connections,
         max_records: int = DEFAULT_MAX_RECORDS,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        max_learners: int = DEFAULT_MAX_LEARNERS,
         usage: UsagePolicy = DEFAULT_OPTIONS.usage,
         require_input: bool = DEFAULT_OPTIONS.require_input,
         profile: str | Profile | None = None,
@@ -265,11 +269,22 @@ class StandIn:
         self._requested_port = port
         limits = Limits(max_body_bytes, header_timeout, body_timeout, idle_timeout, send_timeout, max_connections)
         chosen = None if profile is None else get_profile(profile)
-        room = Room(scripts, stored=stored, options=Options(usage=usage, require_input=require_input, profile=chosen))
+        room = Room(
+            scripts,
+            stored=stored,
+            options=Options(usage=usage, require_input=require_input, profile=chosen),
+            max_learners=max_learners,
+        )
         self._book = RecordBook(max_records=max_records, max_record_bytes=max_record_bytes)
         self._host = _Host(room, limits, self._book)
         self._feed = (
-            RoomFeed(self._book, self._host.stopping, keepalive=dashboard_keepalive, max_feeds=dashboard_max_feeds)
+            RoomFeed(
+                self._book,
+                self._host.stopping,
+                keepalive=dashboard_keepalive,
+                max_feeds=dashboard_max_feeds,
+                max_learners=max_learners,
+            )
             if dashboard
             else None
         )

@@ -211,6 +211,7 @@ def _cmd_standin(args: argparse.Namespace) -> int:
             usage="scripted" if lenient else "requested",
             require_input=not lenient,
             max_record_bytes=_RECORD_BYTES,
+            max_learners=args.max_learners,
             profile=args.profile,
         ).start()
     except OSError as exc:
@@ -262,9 +263,21 @@ def _script(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     return replay_script(load_captures(folder)), f"replay of {folder.name}"
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type for a count that must be a whole number of at least 1 (its error names the value)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def register(sub: Any) -> None:
     """Add the `standin` subcommand to the `streamlab` parser's subparsers."""
     from streamlab.core.standin.profiles import PROFILE_NAMES
+    from streamlab.core.standin.room import DEFAULT_MAX_LEARNERS
 
     p = sub.add_parser(
         "standin", help="serve a scripted OpenAI-compatible stand-in until Ctrl-C", description=_cmd_standin.__doc__
@@ -279,6 +292,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0 picks a free one)")
     p.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
+    p.add_argument(
+        "--max-learners",
+        type=_at_least_one,
+        default=DEFAULT_MAX_LEARNERS,
+        metavar="N",
+        help=f"API keys the room remembers (default {DEFAULT_MAX_LEARNERS:,}): keys used once are forgotten first, "
+        "a learner who came back never; when every place is taken so, a new key gets a 429 room_full",
+    )
     p.add_argument(
         "--lenient",
         action="store_true",
