@@ -276,6 +276,30 @@ def test_the_replay_keeps_the_recorded_pacing(server: StandIn) -> None:
     assert writes[-1] - writes[0] >= capture.reads[-1].at - capture.reads[0].at - 0.002  # spread out, not a burst
 
 
+def test_a_replayed_capture_keeps_its_timeline_and_a_scripted_episode_its_gaps() -> None:
+    # A write that leaves late (here: 32 MB to a client that reads nothing for 1.5 s) must not push the rest of
+    # a replay back: a timeline episode takes the lateness out of the next gap, and never writes before its
+    # schedule. A scripted episode keeps every gap whole instead (a stall must stay as long as its script says).
+    # Replays had added every scheduler delay up, so a busy machine ended them seconds late.
+    assert all(episode_from_capture(CAPTURES[n]).timeline for n in STREAMS)
+    steps = [Send(b"x" * (32 << 20)), Wait(0.5), Send(b"a"), Wait(1.0), Send(b"b")]
+    script = {"timeline": Episode(steps, timeline=True), "gaps": Episode(steps)}
+    with StandIn(script, usage="scripted", require_input=False) as standin:
+        for model in ("timeline", "gaps"):
+            body = {"model": model, "messages": [{"role": "user", "content": "x"}], "stream": True}
+            with httpx.Client(timeout=30, trust_env=False) as client:
+                with client.stream("POST", standin.url("chat/completions"), json=body) as r:
+                    time.sleep(1.5)  # the 32 MB write blocks until this client reads
+                    assert sum(len(c) for c in r.iter_raw()) == (32 << 20) + 2
+            standin.wait_idle()
+            first, a, b = standin.records(model)[-1].write_times
+            assert a - first >= 1.5 - 0.01 and b - first >= 1.5 - 0.002, model  # never before its schedule
+            if model == "timeline":
+                assert b - a < 0.5, f"a timeline replay waited {b - a:.3f} s after a late write instead of ~0"
+            else:
+                assert b - a >= 1.0 - 0.002, f"a scripted gap of 1.0 s was {b - a:.3f} s"
+
+
 def test_the_official_sdk_streams_from_a_replayed_capture(server: StandIn) -> None:
     openai = pytest.importorskip("openai")
     from streamlab.net.sdk import read_sdk_stream

@@ -88,11 +88,13 @@ class Stream:
 
     When every action has run (no `Close`), the body ends cleanly. `cancel_key` is `(learner, response id)`
     for a stream a cancel request can stop; the handler asks the planner about it before each action.
+    `timeline`: each pause counts from the script's schedule, not from the write before it (`Episode.timeline`).
     """
 
     headers: tuple[tuple[str, str], ...]
     actions: tuple[Action, ...]
     cancel_key: tuple[str, str] | None = None
+    timeline: bool = False
 
 
 @dataclass(frozen=True)

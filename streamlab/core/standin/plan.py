@@ -401,8 +401,8 @@ def _create_stream(room: Room, head: RequestHead, learner: str, ep: Episode, usa
         note = _with(note, resumed_after=resume_id if skip else None)
     cancel_key = (learner, ep.store_as) if ep.store_as else None
     if skip or room.options.profile is not None:  # a profile's episode is made for this request: nothing to reuse
-        return Decision(Stream(ep.headers, steps_to_actions(steps, skip), cancel_key), note)
-    return Decision(Stream(ep.headers, _memo_actions(room, ep, steps, usage), cancel_key), note)
+        return Decision(Stream(ep.headers, steps_to_actions(steps, skip), cancel_key, ep.timeline), note)
+    return Decision(Stream(ep.headers, _memo_actions(room, ep, steps, usage), cancel_key, ep.timeline), note)
 
 
 def _memo_strip(room: Room, ep: Episode) -> tuple[Step, ...]:

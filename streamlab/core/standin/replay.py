@@ -4,7 +4,9 @@ A capture (`streamlab.core.capture.Capture`) holds what a real server sent and w
 stand-in episode it plays the same bytes with the same pacing, offline and deterministically:
 
 * a 200 stream becomes an `Episode`: for each read, a `Wait` of the recorded gap (the first one counted from
-  the request) and a `Send` of exactly the bytes of that read, so the HTTP chunks are the server's reads;
+  the request) and a `Send` of exactly the bytes of that read, so the HTTP chunks are the server's reads; the
+  episode keeps the recorded timeline (`Episode(timeline=True)`): a write a busy machine made late takes its
+  lateness out of the next gap, so the replay ends when the capture did instead of adding every delay up;
 * a body the server broke (`transport_error`: it closed the connection without HTTP's last chunk) ends with a
   `Cut` at the recorded moment; a body the capturing client closed ends with a `Cut` where it left, since what
   the server would have sent next was never received; a clean body ends cleanly, an empty one too;
@@ -67,7 +69,7 @@ def episode_from_capture(capture: Capture) -> Episode | ErrorEpisode:
         return ErrorEpisode(
             capture.status, capture.body, (("Content-Type", content_type), *named), wait=capture.headers_at
         )
-    return Episode(replay_steps(capture), headers=named)
+    return Episode(replay_steps(capture), headers=named, timeline=True)
 
 
 def replay_script(

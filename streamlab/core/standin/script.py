@@ -119,6 +119,11 @@ class Episode:
     `POST /v1/responses/{id}/cancel` can stop the playing stream. Each learner has their own copy of what
     is stored under that name. What it keeps is `stored` when given (the whole answer, typically, while
     this episode is cut early), else the episode's own frames.
+    `timeline` (off by default) counts every `Wait` from where the script's own schedule says the step before
+    it should have happened, not from when it did: a late write then takes its lateness out of the next pause,
+    so the stream keeps a recorded timeline on a busy machine instead of adding every delay up (a replayed
+    capture, `streamlab.core.standin.replay`). Off, each pause counts from the write before it, so no gap is ever
+    shorter than scripted (what a stall against a read timeout needs).
     """
 
     steps: tuple[Step, ...] = ()
@@ -126,6 +131,7 @@ class Episode:
     headers: tuple[tuple[str, str], ...] = ()
     store_as: str | None = None
     stored: StoredResponse | None = None
+    timeline: bool = False
 
     def __init__(
         self,
@@ -135,6 +141,7 @@ class Episode:
         headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
         store_as: str | None = None,
         stored: StoredResponse | None = None,
+        timeline: bool = False,
     ) -> None:
         steps = tuple(steps)
         if stored is not None and store_as is None:
@@ -150,6 +157,7 @@ class Episode:
         object.__setattr__(self, "headers", pairs)
         object.__setattr__(self, "store_as", store_as)
         object.__setattr__(self, "stored", stored)
+        object.__setattr__(self, "timeline", timeline)
 
     @property
     def payload(self) -> bytes:

@@ -11,7 +11,8 @@ Timing: a stream's first pause counts from the moment the request's last byte ar
 kernel stamped on it, `stamp_arrivals`; elsewhere, when the read returned), and each later pause from the moment
 the chunk before it was handed to the operating system. So the work of reading, planning and recording (and, in
 a burst, waiting for the other connections' turns under the GIL) is spent inside the scripted wait instead of
-being added to it.
+being added to it. An `Episode(timeline=True)` (a replayed capture) counts each later pause from the moment the
+script's schedule gave the chunk before it instead, so a busy machine's delays do not add up over a replay.
 
 While it pauses, it watches the socket and the server's stop signal (no polling), so a client that hangs up is
 noticed at once. A client's FIN is its departure, as for the model servers it stands in for (llama-cpp-python and
@@ -475,7 +476,8 @@ class Connection:
     def _play(self, stream: Stream, rec: OpenRecord, *, since: float) -> bool:
         """Play a stream's actions on a chunked 200; True when the body ended cleanly (the connection may
         carry another request). The first pause counts from `since` (the request's arrival), each later one
-        from the write before it: one stream's bookkeeping never delays its own schedule."""
+        from the write before it: one stream's bookkeeping never delays its own schedule. A `timeline` stream
+        counts every pause from its scheduled start instead, so delays do not add up (a replayed capture)."""
         headers = (*EVENT_STREAM_HEADERS, ("Transfer-Encoding", "chunked"), *stream.headers)
         self._send(_head_bytes(200, headers, close=False))
         self.book.update(rec, status=200)
@@ -494,7 +496,9 @@ class Connection:
                 # HTTP/1.1 chunk framing (size in hex, CRLF, data, CRLF): unrelated to where SSE lines end.
                 # Timed before the bytes leave: no client can hold them earlier than that, however late this
                 # thread runs again after the send (a check of "arrived before the upstream wrote" relies on it).
-                at = clock = time.perf_counter()
+                at = time.perf_counter()
+                if not stream.timeline:
+                    clock = at
                 self._send(b"%x\r\n%s\r\n" % (len(action.data), action.data))
                 self.book.wrote(rec, action.data, action.frame, at)
             elif isinstance(action, Close):
