@@ -155,7 +155,7 @@ def test_the_command_lines_max_learners_reaches_the_room():
         with httpx.Client(headers={"Authorization": "Bearer bob"}, timeout=10) as bob:
             refused = bob.post(base + "/chat/completions", json=body)
         assert refused.status_code == 429 and refused.json()["error"]["code"] == "room_full"
-        assert "keeps 1 learners" in refused.json()["error"]["message"]
+        assert "keeps 1 learner (API key) and" in refused.json()["error"]["message"]
     finally:
         proc.send_signal(signal.SIGINT)
         try:

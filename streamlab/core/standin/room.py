@@ -89,8 +89,9 @@ def learner_key(token: str) -> str:
 
 def room_full_message(max_learners: int) -> str:
     """What a new key hears when the room is full of learners who came back (the module docstring)."""
+    places = "1 learner (API key)" if max_learners == 1 else f"{max_learners} learners (API keys)"
     return (
-        f"This stand-in's room is full: it keeps {max_learners} learners (API keys) and every place is taken by a "
+        f"This stand-in's room is full: it keeps {places} and every place is taken by a "
         "learner who came back, so a new key is not admitted. Use a key that has been here before, or ask the "
         "instructor to restart the stand-in (`streamlab standin --max-learners N` keeps more)."
     )
