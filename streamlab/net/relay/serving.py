@@ -140,7 +140,9 @@ class GuardedH11(H11Protocol):
         cycle = self.cycle
         if not self.half_close:
             return None
-        if cycle is not None and not cycle.response_complete and self.conn.their_state is h11.DONE:
+        # A whole request leaves h11's client in DONE, or in MUST_CLOSE when it asked to close after it
+        # (`Connection: close`, any HTTP/1.0 request): a half-close either way.
+        if cycle is not None and not cycle.response_complete and self.conn.their_state in _REQUEST_SENT:
             self._half_closed = True
             if self._eof is not None and not self._eof.done():
                 self._eof.set_result(None)
@@ -166,6 +168,10 @@ class GuardedH11(H11Protocol):
             if self._got:
                 self.transport.write(_LATE)
             self.transport.close()
+
+
+_REQUEST_SENT = (h11.DONE, h11.MUST_CLOSE)
+"""h11's states of a client that has sent its whole request (kept alive, or to be closed after the reply)."""
 
 
 MAX_RECORDS = 10_000
