@@ -295,6 +295,30 @@ def test_a_relay_that_never_ends_a_stalled_stream_fails_and_the_checker_still_fi
     assert stalls and "never ended" in report.render(), report.render()
 
 
+def canned_relay(upstream: str, sink: list[dict[str, Any]]) -> Starlette:
+    """A "relay" that answers every request with one stream of its own and never calls `upstream`: what a
+    learner's relay with a mistyped upstream URL, or one that serves a cached answer, looks like to the checker."""
+
+    async def answer(request: Request) -> StreamingResponse:
+        await request.body()
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield b"".join(shapes.chat_text_stream(["canned"], model="m"))
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/{path:path}", answer, methods=["POST"])])
+
+
+@net
+def test_a_relay_that_never_calls_the_checkers_upstream_fails_those_checks_in_words(no_leaked_threads):
+    # The checker had raised IndexError (no upstream record to read) and printed no report at all.
+    report = check(lambda up: running(canned_relay, up), (1, 2), fuzz_runs=0)
+    assert report.holds(1) is False and report.holds(2) is False, report.render()
+    never = {r.name for r in report.failures if "never received this request" in r.evidence}
+    assert {"bytes leave before their event is complete", "client leaves mid-stream (chat)"} <= never, report.render()
+
+
 @net
 def test_the_learner_relay_without_a_flaw_keeps_what_the_flaws_break(no_leaked_threads):
     report = check(lambda up: running(lambda u, s: learner_relay(u, s), up), (2, 3, 5))

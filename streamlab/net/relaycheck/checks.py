@@ -52,6 +52,12 @@ from streamlab.net.standin.server import StandIn
 __all__ = ["CHECKS", "run_checks"]
 
 FRAMES = {"chat": CHAT, "responses": RESP}
+
+NEVER_FORWARDED = (
+    "the checker's upstream never received this request: the relay answered without it (is the relay started "
+    "with the upstream URL the checker gives it, `{upstream}` in --relay-cmd?)"
+)
+"""The evidence of a check whose request the relay never passed on (it answered from elsewhere, or by itself)."""
 CHAOS_MODEL = {"chat": "check-chaos", "responses": "check-chaos-responses"}
 
 
@@ -85,7 +91,11 @@ def check_halves(run: CheckRun) -> None:
     with run.front():
         raw = run.raw("check-halves", "chat", Outcome.COMPLETE, len(TEXT))
         run.upstream_sent("check-halves")  # waits for the stand-in's record to finish: all its writes timed
-        record = run.standin.records("check-halves")[-1]
+        records = run.standin.records("check-halves")
+    if not records:
+        run.add("bytes leave before their event is complete", 1, Outcome.COMPLETE, False, NEVER_FORWARDED)
+        return
+    record = records[-1]
     first_half = CHAT[1][:HALF_AT]  # ends inside the two bytes of "ü"
     # Look after the first event: its bytes start like the second's, and a match there would credit a relay
     # that holds whole events with forwarding half of one.
@@ -170,10 +180,15 @@ def check_disconnects(run: CheckRun) -> None:
     for name, model, dialect, leave_after in cases:
         with run.front():
             raw = run.raw(model, dialect, Outcome.CANCELLED, leave_after=leave_after)
-            run.standin.wait_until(lambda rs, m=model: rs[-1].model == m and rs[-1].finished, bound + 2.0)
-            record = run.standin.records(model)[-1]
+            run.standin.wait_until(
+                lambda rs, m=model: bool(rs) and rs[-1].model == m and rs[-1].finished, bound + 2.0
+            )
+            records = run.standin.records(model)
+        record = records[-1] if records else None
         if raw.status != 200:
             run.add(name, 2, Outcome.CANCELLED, False, f"the relay answered {raw.status} {raw.error}".strip())
+        elif record is None:
+            run.add(name, 2, Outcome.CANCELLED, False, NEVER_FORWARDED)
         elif record.ending != "client_gone" or record.finished_at is None:
             run.add(
                 name,
