@@ -180,9 +180,7 @@ def check_disconnects(run: CheckRun) -> None:
     for name, model, dialect, leave_after in cases:
         with run.front():
             raw = run.raw(model, dialect, Outcome.CANCELLED, leave_after=leave_after)
-            run.standin.wait_until(
-                lambda rs, m=model: bool(rs) and rs[-1].model == m and rs[-1].finished, bound + 2.0
-            )
+            run.standin.wait_until(lambda rs, m=model: bool(rs) and rs[-1].model == m and rs[-1].finished, bound + 2.0)
             records = run.standin.records(model)
         record = records[-1] if records else None
         if raw.status != 200:
