@@ -578,6 +578,32 @@ def test_garbage_servers_are_reported_not_raised(reply: bytes | None, words: str
 
 
 @pytest.mark.net
+@pytest.mark.parametrize("key", [None, "sk-wrong"], ids=["findings", "refused-key"])
+def test_nothing_a_server_sends_acts_on_the_terminal_running_check(key: str | None) -> None:
+    # A Content-Type and an error message with escape sequences (clear screen, a clipboard write by OSC 52, an
+    # 8-bit CSI, a carriage return that overwrites the line) had reached the terminal through the report; "ü"
+    # and a lone surrogate must not stop it where stdout is ASCII.
+    import os
+    import subprocess
+    import sys
+
+    message = "bad\x1b[2J key\x1b]52;c;cHduZWQ=\x07 \u009b31m\r\u00fc\ud800"
+    body = json.dumps(shapes.error_body(message, "invalid_request_error", "invalid_api_key")).encode("ascii")
+    status = "400 Bad Request" if key is None else "401 Unauthorized"
+    reply = http_response(body, status=status, content_type="application/json\x1b[31m")
+    with raw_server(reply) as port:
+        command = [sys.executable, "-m", "streamlab", "check", f"http://127.0.0.1:{port}/v1", "--model", "m"]
+        command += [] if key is None else ["--api-key", key]
+        env = dict(os.environ, PYTHONIOENCODING="ascii")
+        done = subprocess.run(command, capture_output=True, env=env, timeout=120)
+    assert b"Traceback" not in done.stderr, done.stderr.decode("ascii", "replace")
+    assert done.returncode == (1 if key is None else 2), done.stderr
+    both = done.stdout + done.stderr
+    assert both and not any(b in both for b in (b"\x1b", b"\x07", b"\x9b", b"\xc2\x9b", b"\r")), both[-2000:]
+    assert b"\\x1b[" in both  # escaped, so what the server sent can still be read
+
+
+@pytest.mark.net
 def test_a_huge_line_is_cut_at_the_checkers_limits_and_reported() -> None:
     line = b"data: " + b"x" * (2 * 1024 * 1024)
     with raw_server(http_response(line)) as port:

@@ -17,6 +17,9 @@ So nothing a client sent reaches a terminal or a log line through anything but t
 * `json_text(obj)` for JSON lines: the same characters as JSON `\\uXXXX` escapes, so the line stays valid JSON,
   has no line break of any kind, and can always be encoded as UTF-8; printable non-ASCII stays readable.
 * `ascii_json(line)`: a JSON text with every non-ASCII character escaped, for a stream that is not UTF-8.
+* `terminal_text(text)` for a report of many lines that quotes what a server sent (`streamlab check`,
+  `check-relay`): the same characters escaped, except that its line breaks (`\n`) and tabs stay, and its
+  backslashes too (a report's own `\n` stays readable as two characters).
 * `clip(text, limit)`: a string field capped before it is stored (a 5 MiB model name is kept as its first
   `limit` characters and the count of the rest).
 """
@@ -27,7 +30,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["printable", "json_text", "ascii_json", "clip", "MAX_FIELD_CHARS"]
+__all__ = ["printable", "terminal_text", "json_text", "ascii_json", "clip", "MAX_FIELD_CHARS"]
 
 MAX_FIELD_CHARS = 256
 """How many characters of a client-chosen string (a model name, a key) a record or a printed line keeps."""
@@ -35,6 +38,7 @@ MAX_FIELD_CHARS = 256
 _SUSPECT = re.compile(r"[^\x20-\x5b\x5d-\x7e]")  # anything but printable ASCII, and the backslash
 _JSON_SUSPECT = re.compile(r"[^\x00-\x7e]")  # json.dumps already escapes the C0 controls, quote and backslash
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_TERMINAL_SUSPECT = re.compile(r"[^\t\n\x20-\x7e]")  # printable ASCII, tabs and line breaks pass
 
 
 def _escape(ch: str) -> str:
@@ -44,6 +48,14 @@ def _escape(ch: str) -> str:
         return ch
     n = ord(ch)
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def terminal_text(text: object) -> str:
+    """`text` with everything a terminal could act on escaped as `printable` does (escape sequences, C1
+    controls, carriage returns, Unicode line separators, bidi overrides, surrogates), but its `\n` line breaks,
+    tabs and backslashes kept: a multi-line report that quotes a server's bytes prints as it reads, and only
+    as it reads. Printable non-ASCII stays; no length cap (the report's own limits apply)."""
+    return _TERMINAL_SUSPECT.sub(lambda m: m.group() if m.group().isprintable() else _escape(m.group()), str(text))
 
 
 def printable(text: object, *, limit: int | None = MAX_FIELD_CHARS, spaces: bool = True) -> str:

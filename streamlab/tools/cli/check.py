@@ -39,12 +39,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         max_tokens=args.max_tokens,
     )
+    from streamlab.core.untrusted import terminal_text
+
     if args.json:
         print(report.to_json())
-    else:
-        print(report.render(passes=not args.failures_only))
+    else:  # the report quotes the server's headers and bodies: none of it may act on the terminal
+        print(terminal_text(report.render(passes=not args.failures_only)))
     if report.unreachable is not None:
-        print(f"streamlab check: could not check {args.base_url}: {report.unreachable}", file=sys.stderr)
+        print(terminal_text(f"streamlab check: could not check {args.base_url}: {report.unreachable}"), file=sys.stderr)
     return report.exit_code
 
 

@@ -7,6 +7,7 @@ work without the I/O layers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
@@ -93,9 +94,20 @@ def _reader_gone() -> int:
     return READER_GONE
 
 
+def _never_unencodable() -> None:
+    """A character standard output cannot encode (any non-ASCII one where it is not UTF-8, a lone surrogate
+    anywhere) prints as a backslash escape instead of raising: a report that quotes a server must not stop."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; its exit status. A closed pipe on standard output ends it quietly (READER_GONE)."""
     args = build_parser().parse_args(argv)
+    _never_unencodable()
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # what is still buffered must reach the reader now, while a broken pipe can be handled

@@ -144,7 +144,9 @@ def _cmd_check_relay(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print()
-    print(report.render(passes=False), flush=True)
+    from streamlab.core.untrusted import terminal_text
+
+    print(terminal_text(report.render(passes=False)), flush=True)  # it quotes the relay's bytes
     return 0 if report.ok else 1
 
 
