@@ -114,6 +114,7 @@ Exit status: 0 when all five requirements hold, 1 when one does not, 2 for a usa
 def _cmd_check_relay(args: argparse.Namespace) -> int:
     """Drive a relay through a scripted upstream and a chaos proxy and grade its five rules with evidence.
     Each check prints one line (PASS or FAIL, the outcome it exercises, what was seen), then the report."""
+    from streamlab.core.untrusted import terminal_text
     from streamlab.net.relaycheck.run import check_relay, relay_command
 
     if (args.relay_url is None) == (args.relay_cmd is None):
@@ -138,14 +139,12 @@ def _cmd_check_relay(args: argparse.Namespace) -> int:
             requirements=only,
             disconnect_bound=args.disconnect_bound,
             ttft_bound=args.ttft_bound,
-            log=lambda line: print(line, flush=True),
+            log=lambda line: print(terminal_text(line), flush=True),
         )
-    except (ValueError, RuntimeError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ValueError, RuntimeError, OSError) as exc:  # a dead relay's error quotes its stderr
+        print(terminal_text(f"error: {exc}"), file=sys.stderr)
         return 2
     print()
-    from streamlab.core.untrusted import terminal_text
-
     print(terminal_text(report.render(passes=False)), flush=True)  # it quotes the relay's bytes
     return 0 if report.ok else 1
 
