@@ -459,3 +459,68 @@ def test_the_standins_records_hold_a_bounded_total_whatever_the_models_are_calle
     held = sum(len(r.body) + len(r.written) + (len(body) if r.json is not None else 0) for r in records)
     assert len(records) == 100 and held <= DEFAULT_MAX_TOTAL_BYTES + len(body)  # it had been about 300 MB
     assert all(r.bytes_written > 0 for r in records) and len(records[-1].body) == len(body)  # counts stay exact
+
+
+# -- 8: a flood past `ulimit -n` -------------------------------------------------------------------------------------
+
+FLOODED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+from streamlab.net.gateway.app import Gateway
+from streamlab.net.relay.app import Relay
+kind, upstream = sys.argv[1], sys.argv[2]
+server = Relay(upstream) if kind == "relay" else Gateway([upstream])
+with server:
+    print(server.port, flush=True)
+    sys.stdin.readline()
+    print(server._server.accept_pauses, flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["relay", "gateway"])
+def test_a_flood_past_the_descriptor_limit_pauses_accepting_without_a_traceback_and_recovers(kind):
+    # 160 descriptors: the cap is 48 connections, and refused ones still hold theirs until their close runs, so
+    # 400 connections at once run the process out of descriptors. asyncio then stops accepting for a second
+    # and recovers, as it should; it had also printed a traceback for every such accept, on the server's stderr.
+    with StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", FLOODED, kind, upstream.base_url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None and proc.stdin is not None
+            port = int(proc.stdout.readline())
+            flood = []
+            for _ in range(400):
+                sock = socket.socket()
+                sock.setblocking(False)
+                sock.connect_ex(("127.0.0.1", port))
+                flood.append(sock)
+            time.sleep(1.5)  # the server accepts, refuses over its cap, runs out, pauses, accepts again
+            for sock in flood:
+                sock.close()
+            deadline = time.monotonic() + 15
+            while True:  # served again once the flood's descriptors are back
+                try:
+                    reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=ASK, timeout=5)
+                    if reply.status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "never served again after the flood"
+                time.sleep(0.2)
+            assert b"[DONE]" in reply.content
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            pauses = int(proc.stdout.readline())
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert "Traceback" not in err and "out of system resource" not in err, err[-2000:]
+    assert proc.returncode == 0, err[-2000:]
+    assert pauses >= 1  # the flood did run it out of descriptors: the test tested something

@@ -26,6 +26,7 @@ only half-closed reads two comments that change no event, then the rest of its s
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import json
@@ -174,6 +175,36 @@ _REQUEST_SENT = (h11.DONE, h11.MUST_CLOSE)
 """h11's states of a client that has sent its whole request (kept alive, or to be closed after the reply)."""
 
 
+_OUT_OF_DESCRIPTORS = "socket.accept() out of system resource"
+"""asyncio's message when an accept fails for want of file descriptors (EMFILE, ENFILE) or memory: it stops
+accepting for a second and tries again, which is the right answer to a connection flood."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose event loop counts an accept that ran out of descriptors (`AppServer.accept_pauses`)
+    instead of printing a traceback: a flood of connections past `ulimit -n` is expected in a room, asyncio
+    already pauses accepting for a second and recovers, and a traceback on stderr said something had broken."""
+
+    def __init__(self, config: uvicorn.Config, owner: AppServer) -> None:
+        super().__init__(config)
+        self._owner = owner
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        before = loop.get_exception_handler()
+
+        def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+            if context.get("message") == _OUT_OF_DESCRIPTORS:
+                self._owner.accept_pauses += 1
+            elif before is not None:
+                before(loop, context)
+            else:
+                loop.default_exception_handler(context)
+
+        loop.set_exception_handler(handler)
+        await super().startup(sockets=sockets)
+
+
 MAX_RECORDS = 10_000
 """Finished records (summaries, log lines) a relay or gateway keeps for callers; older ones are forgotten."""
 
@@ -217,6 +248,7 @@ class AppServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
+        self.accept_pauses = 0  # accepts that found no file descriptor free (asyncio waited a second each time)
 
     def start(self) -> AppServer:
         if self._server is not None:
@@ -250,7 +282,7 @@ class AppServer:
                 },
             ),
         )
-        self._server = uvicorn.Server(config)
+        self._server = _Server(config, self)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name=f"{self._name}:{self.port}", daemon=True
         )
