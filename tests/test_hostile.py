@@ -669,6 +669,20 @@ def test_the_checker_gives_up_on_dripped_headers_at_its_deadline(no_leaked_threa
     assert time.monotonic() - started < 15
 
 
+def test_an_endpoint_that_never_answers_within_the_deadline_could_not_be_checked(no_leaked_threads):
+    # It had passed: 11 checks over 0 streams ("exactly one [DONE] ... in each of 0 streams"), exit 0.
+    from streamlab.net.check import check_endpoint
+
+    server = DripServer()
+    try:
+        report = check_endpoint(server.base_url, model="m", dialect="chat", timeout=60, deadline=0.5)
+    finally:
+        server.close()
+    assert report.exit_code == 2 and not report.findings, report.render()
+    assert "no probe got an HTTP response" in (report.unreachable or "") and "deadline" in report.unreachable
+    assert report.probes and "could not be checked" in report.render()
+
+
 # -- 8: deadlines before and during the request, and a connection cap, for the relay and the gateway -------------
 
 

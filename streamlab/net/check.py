@@ -207,6 +207,14 @@ def check_endpoint(
                 return report
             results.append(result)
     report.probes = [_probe_line(r) for r in results]
+    if results and all(r.status is None and r.cut for r in results):
+        # The checker stopped every probe itself before any response came: nothing was seen, so nothing passed
+        # (grading what never came would pass "exactly one [DONE] in each of 0 streams").
+        report.unreachable = (
+            f"no probe got an HTTP response before the checker stopped reading ({results[0].cut}); "
+            "give it more time (--deadline), or check that the server answers at all"
+        )
+        return report
     report.findings = grade(results, dialect=dialect)
     report.timings = timing_facts(results)
     return report

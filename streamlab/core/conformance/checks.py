@@ -24,7 +24,8 @@ Three rules shape every check:
   not an incompatible one.
 
 Exit codes (`Report.exit_code`): 0 nothing failed (warnings allowed), 1 something failed, 2 the endpoint could
-not be checked (no connection, or the API key was refused).
+not be checked (no connection, the API key was refused, or no probe got an HTTP response before the checker's
+own deadline or cap stopped it: what never came passes nothing).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 It prints the report card as a table (or, with `--json`, the JSON document described in the README's
 "Checking an endpoint" section) and exits 0 when no check failed, 1 when one did, and 2 when the endpoint
-could not be checked at all (no connection, or the API key was refused), saying why on stderr.
+could not be checked at all (no connection, the API key was refused, or no probe got a response before the
+checker's deadline), saying why on stderr.
 """
 
 from __future__ import annotations
