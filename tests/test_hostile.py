@@ -817,6 +817,32 @@ def test_a_five_thousand_digit_content_length_is_refused_not_a_500(path, no_leak
 
 
 @pytest.mark.parametrize("kind", ["relay", "gateway"])
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %s\r\n\r\n" % (b"9" * 5000),
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Bad\x01: y\r\n\r\n",
+    ],
+    ids=["huge-content-length", "bad-chunk-size", "control-in-header"],
+)
+def test_a_request_that_is_not_http_gets_an_openai_shaped_400(kind, request_bytes, no_leaked_threads):
+    # uvicorn's own reply had been plain text ("Invalid HTTP request received."), which an SDK cannot read.
+    with (
+        StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream,
+        served(kind, upstream.base_url) as server,
+    ):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+            sock.sendall(request_bytes)
+            reply = read_all(sock)
+        assert upstream.totals().requests == 0
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in head.lower(), reply[:300]
+    error = json.loads(body)["error"]
+    assert error["type"] == "invalid_request_error" and "not valid HTTP/1.1" in error["message"]
+
+
+@pytest.mark.parametrize("kind", ["relay", "gateway"])
 def test_a_response_id_of_dots_never_reaches_another_upstream_path(kind, no_leaked_threads):
     with (
         StandIn({"m": Episode([Send(f) for f in CHAT])}, usage="scripted") as upstream,

@@ -133,6 +133,31 @@ class GuardedH11(H11Protocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def send_400_response(self, msg: str) -> None:
+        """A request h11 cannot parse (a 5,000-digit Content-Length, a bad chunk size, a stray byte in a header)
+        gets an OpenAI-shaped JSON 400, as every other refusal of these servers does: uvicorn's own reply is
+        plain text, which an SDK reports as an unreadable error."""
+        body = json.dumps(
+            {
+                "error": {
+                    "message": f"the request is not valid HTTP/1.1 ({msg.rstrip('.')})",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", b"%d" % len(body)),
+            (b"connection", b"close"),
+        ]
+        response = h11.Response(status_code=400, headers=headers, reason=b"Bad Request")
+        with contextlib.suppress(h11.LocalProtocolError):  # a reply already begun: only the close is left
+            for event in (response, h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
+
     def eof_received(self) -> bool | None:
         """The client shut its sending side. With `half_close`, after a whole request, that may be a half-close
         ("I have said all I will say") or a departure: keep the transport open, so the reply (a whole stream)
@@ -196,6 +221,8 @@ class _Server(uvicorn.Server):
         def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
             if context.get("message") == _OUT_OF_DESCRIPTORS:
                 self._owner.accept_pauses += 1
+            elif self.should_exit and "_start_serving" in str(context.get("message", "")):
+                pass  # that pause's resume timer fired after the listening socket closed: nothing left to serve
             elif before is not None:
                 before(loop, context)
             else:
