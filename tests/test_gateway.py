@@ -366,6 +366,9 @@ def test_half_open_lets_one_probe_through_while_others_go_to_the_backup(bench):
             assert chat(client, "probe") == B_TEXT  # the probe is out: this one goes to the backup
         finally:
             probe.join(10)
+    # The client holds the last byte before the gateway has told the breaker how the stream went: its log line
+    # (written after) is the sign that it has. Five requests: three down, the probe, the one sent to the backup.
+    assert gw.wait_for_logs(5)
     assert probe_text == [P_TEXT] and gw.breakers["primary"].state == "closed"
     assert [r.model for r in bench.primary.records()].count("probe") == 1
 
