@@ -109,6 +109,17 @@ def streamlab_cli(*args: str) -> Iterator[subprocess.Popen[str]]:
             proc.communicate()
 
 
+def standin_base(proc: subprocess.Popen[str]) -> str:
+    """Read a `streamlab standin` banner up to its "Ctrl-C" line; the base URL it serves at (".../v1")."""
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("Ctrl-C"):
+            break
+    return next(line for line in lines if " at http://" in line).split(" at ")[1].split()[0]
+
+
 def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
     """Wait for a state (a safety net for a hung test, never a measurement)."""
     import pytest

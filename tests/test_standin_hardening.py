@@ -11,15 +11,13 @@ import json
 import queue
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
 import openai
 import pytest
-from support import dechunk, until
+from support import dechunk, standin_base, streamlab_cli, until
 
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
@@ -366,30 +364,15 @@ def test_records_are_a_bounded_ring_with_totals_and_a_feed_of_finished_requests(
 
 
 def test_cli_quiet_prints_no_request_lines():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlab", "standin", "--scenario", "flaky", "--port", "0", "--quiet"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl-C"):
-                break
-        base = next(line for line in lines if " at http://" in line).split(" at ")[1].split()[0]
+    with streamlab_cli("standin", "--scenario", "flaky", "--port", "0", "--quiet") as proc:
+        base = standin_base(proc)
         with httpx.Client(headers={"Authorization": "Bearer ada"}) as client:
             for _ in range(3):
                 client.post(base + "/chat/completions", json={**ASK, "model": "flaky"})
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-        assert "stopped after 3 request(s)" in out and "POST /v1" not in out
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "stopped after 3 request(s)" in out and "POST /v1" not in out
 
 
 def test_a_record_keeps_at_most_its_byte_budget_of_a_large_request():

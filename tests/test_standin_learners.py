@@ -8,6 +8,7 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
+from support import standin_base, streamlab_cli
 
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
@@ -131,23 +132,9 @@ def test_max_learners_must_be_a_whole_number_of_at_least_one():
 
 def test_the_command_lines_max_learners_reaches_the_room():
     import signal
-    import subprocess
-    import sys
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlab", "standin", "--scenario", "flaky", "--port", "0", "--max-learners", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl-C"):
-                break
-        base = next(line for line in lines if " at http://" in line).split(" at ")[1].split()[0]
+    with streamlab_cli("standin", "--scenario", "flaky", "--port", "0", "--max-learners", "1") as proc:
+        base = standin_base(proc)
         body = {"model": "flaky", "messages": MESSAGES, "stream": True}
         with httpx.Client(headers={"Authorization": "Bearer ada"}, timeout=10) as ada:
             ada.post(base + "/chat/completions", json=body)
@@ -156,12 +143,6 @@ def test_the_command_lines_max_learners_reaches_the_room():
             refused = bob.post(base + "/chat/completions", json=body)
         assert refused.status_code == 429 and refused.json()["error"]["code"] == "room_full"
         assert "keeps 1 learner (API key) and" in refused.json()["error"]["message"]
-    finally:
         proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        proc.communicate(timeout=30)
     assert proc.returncode == 0

@@ -40,6 +40,8 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from streamlab.core.shapes import error_body
+
 __all__ = [
     "AppServer",
     "ServedApp",
@@ -73,7 +75,7 @@ def half_closed(scope: Any) -> Any:
 
 def _raw_reply(status: str, message: str, kind: str, extra: str = "") -> bytes:
     """A whole HTTP/1.1 reply, written before (or instead of) uvicorn's own: an OpenAI-shaped error, then close."""
-    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
+    body = json.dumps(error_body(message, kind)).encode()
     head = f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}connection: close\r\n"
     return head.encode() + b"content-length: %d\r\n\r\n" % len(body) + body
 
@@ -137,16 +139,8 @@ class GuardedH11(H11Protocol):
         """A request h11 cannot parse (a 5,000-digit Content-Length, a bad chunk size, a stray byte in a header)
         gets an OpenAI-shaped JSON 400, as every other refusal of these servers does: uvicorn's own reply is
         plain text, which an SDK reports as an unreadable error."""
-        body = json.dumps(
-            {
-                "error": {
-                    "message": f"the request is not valid HTTP/1.1 ({msg.rstrip('.')})",
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": None,
-                }
-            }
-        ).encode()
+        message = f"the request is not valid HTTP/1.1 ({msg.rstrip('.')})"
+        body = json.dumps(error_body(message, "invalid_request_error")).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", b"%d" % len(body)),
