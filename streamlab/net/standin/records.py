@@ -77,7 +77,8 @@ class RequestRecord:
     `frames_written` counts `Send`/`KeepAlive` steps written whole. `write_times` holds the
     `time.perf_counter()` value taken just before each stream chunk was handed to the operating system (same
     clock as the client's arrival times when both run on one machine: a client cannot have a chunk earlier),
-    `started_at` when the request head was read.
+    `started_at` when the request head was read, `arrived_at` when the request's last byte arrived (the kernel's
+    stamp where it gives one): the moment a stream's first scripted pause counts from (None before the body).
     """
 
     index: int
@@ -100,6 +101,7 @@ class RequestRecord:
     write_times: tuple[float, ...] = ()
     learner: str = ""
     bytes_written: int = 0
+    arrived_at: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -140,6 +142,7 @@ class OpenRecord:
     finished_at: float | None = None
     resumed_after: str | None = None
     write_times: list[float] = field(default_factory=list)
+    arrived_at: float | None = None
     kept: int = 0  # bytes this record holds against the book's max_total_bytes
     trimmed: bool = False  # gave its bytes up for newer records: keeps no more (so `written` stays a prefix)
 
@@ -165,6 +168,7 @@ class OpenRecord:
             tuple(self.write_times),
             self.learner,
             self.bytes_written,
+            self.arrived_at,
         )
 
 

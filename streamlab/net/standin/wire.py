@@ -427,6 +427,7 @@ class Connection:
         if isinstance(body, Reply):
             return self._reply(body, head, rec)
         arrived = self.received_at  # the request's last byte: every scripted wait counts from here
+        self.book.update(rec, arrived_at=arrived)
         self.book.body(rec, body)
         decision = self.host.decide(Request(head, body))
         self.book.note(rec, decision.note)
