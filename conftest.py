@@ -29,6 +29,11 @@ CELL_TIMEOUT = 120.0
 NBVAL_DEFAULT_CELL_TIMEOUT = 2000.0  # nbval's own default: "not given" is indistinguishable from it
 
 
+# Lab 12 runs on the Deno kernel (`python -m deno jupyter --kernel`): its spec lives in tools/jupyter/kernels, found
+# through JUPYTER_PATH by nbval's kernel manager in whichever environment runs the tests, .venv or another.
+_KERNELS = str(ROOT / "tools" / "jupyter")
+os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (_KERNELS, os.environ.get("JUPYTER_PATH", "")) if p)
+
 _PROGRESS_DIR = tempfile.mkdtemp(prefix="streamlab-progress-")  # at import: before any kernel or test starts
 os.environ["STREAMLAB_PROGRESS"] = os.path.join(_PROGRESS_DIR, "progress.json")
 

@@ -85,6 +85,30 @@ def setup() -> None:
     run(PY, "-m", "pip", "install", "--quiet", "-c", "constraints.txt", "-e", ".[all]")
     STAMP.write_text(want + "\n")
     lab_settings()
+    typescript()
+
+
+def typescript(prefix: Path = VENV) -> None:
+    """Lab 12's TypeScript: register the Deno kernel in `prefix` (JupyterLab lists it; never the user's home) and
+    fetch the npm packages that deno.lock pins (openai-node) into Deno's cache, so the lab then runs offline.
+
+    Deno itself comes from the package index with the `lab` extra (`deno` on PyPI: the runtime and its Jupyter
+    kernel in one wheel). A machine that cannot reach the npm registry fails here, with what is missing named."""
+    spec = ROOT / "tools" / "jupyter" / "kernels" / "streamlab-deno" / "kernel.json"
+    target = prefix / "share" / "jupyter" / "kernels" / "streamlab-deno" / "kernel.json"
+    if not target.exists() or target.read_bytes() != spec.read_bytes():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(spec, target)
+    deno = BIN / ("deno.exe" if os.name == "nt" else "deno")
+    if not deno.exists():
+        log(f"Deno is missing from {VENV.name}/ (the `deno` package of the lab extra): lab 12 cannot run. Try")
+        log(f'    {PY} -m pip install -c constraints.txt -e ".[all]"')
+        sys.exit(3)
+    if subprocess.call([str(deno), "install", "--quiet"], cwd=ROOT, env=ENV) != 0:
+        log("Deno could not fetch the npm packages that deno.lock pins (openai-node): lab 12 needs them once, from")
+        log("the npm registry (https://registry.npmjs.org). Check the network or a proxy (HTTPS_PROXY), then run")
+        log("    python3 dev.py setup")
+        sys.exit(3)
 
 
 def lab_settings(prefix: Path = VENV) -> Path:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from streamlab.core import shapes
 from streamlab.core.standin.script import (
     Cut,
+    End,
     Episode,
     ErrorEpisode,
     KeepAlive,
@@ -41,6 +42,7 @@ LABS: dict[str, str] = {
     "08": "verify an endpoint",
     "09": "troubleshooting",
     "10": "a gateway",
+    "12": "TypeScript and the browser",
 }
 """The labs by number, as the room scenarios refer to them."""
 
@@ -63,7 +65,7 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "scheduled",
         "chat/completions",
         "a Chat Completions answer, first token after 0.30 s, then one every 0.05 s (20 tokens)",
-        ("01", "04", "07", "08", "10"),
+        ("01", "04", "07", "08", "10", "12"),
     ),
     RoomScenario(
         "responses", "responses", "responses", "the same schedule as a Responses stream", ("01", "03", "06", "08")
@@ -80,14 +82,14 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "cutoff",
         "chat/completions",
         "the connection is cut inside a UTF-8 character on the first request; whole later",
-        ("02", "05", "07", "09"),
+        ("02", "05", "07", "09", "12"),
     ),
     RoomScenario(
         "stall",
         "stall",
         "chat/completions",
         "two tokens, then only ': ping' keep-alive comments every second, forever",
-        ("05", "06", "07", "09"),
+        ("05", "06", "07", "09", "12"),
     ),
     RoomScenario(
         "background",
@@ -102,28 +104,28 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "tools",
         "chat/completions",
         "two parallel tool calls (get_weather, get_time) whose argument fragments interleave",
-        ("03", "06", "09"),
+        ("03", "06", "09", "12"),
     ),
     RoomScenario(
         "tools-cut",
         "tools-cut",
         "chat/completions",
         "the same two tool calls, the connection cut in the middle of the second call's arguments (every time)",
-        ("03", "06", "09"),
+        ("03", "06", "09", "12"),
     ),
     RoomScenario(
         "error",
         "error-200",
         "chat/completions",
         "HTTP 200, two tokens, then an error object inside the stream and no [DONE]",
-        ("03", "06", "07", "09"),
+        ("03", "06", "07", "09", "12"),
     ),
     RoomScenario(
         "length",
         "length",
         "chat/completions",
         'five tokens, then finish_reason "length": an incomplete answer that ends cleanly',
-        ("03", "06"),
+        ("03", "06", "12"),
     ),
     RoomScenario(
         "splits",
@@ -131,7 +133,35 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "chat/completions",
         "an answer with CRLF line endings and a comment, written "
         "5 bytes at a time (chunks end inside UTF-8 characters and between CR and LF)",
-        ("01", "02", "09"),
+        ("01", "02", "09", "12"),
+    ),
+    RoomScenario(
+        "reset",
+        "reset",
+        "chat/completions",
+        "three of five words, then the connection reset (RST) in the middle of the answer",
+        ("12",),
+    ),
+    RoomScenario(
+        "clean-end",
+        "clean-end",
+        "chat/completions",
+        "three of five words, then a clean end of the body: no finish reason, no usage, no [DONE]",
+        ("12",),
+    ),
+    RoomScenario(
+        "no-done",
+        "no-done",
+        "chat/completions",
+        "the whole answer with its finish reason and usage, then a clean end without data: [DONE]",
+        ("12",),
+    ),
+    RoomScenario(
+        "long",
+        "long",
+        "chat/completions",
+        "200 tokens, one every 0.02 s (four seconds in all): long enough to cancel or abort in the middle",
+        ("12",),
     ),
 )
 """Every named scenario, in the order `--list` prints them."""
@@ -230,6 +260,29 @@ def _splits() -> Scenario:
     return {"splits": [Episode(steps[:-1])]}
 
 
+_ANSWER = ["The ", "answer ", "is ", "forty-", "two."]
+
+
+def _reset() -> Scenario:
+    frames = shapes.chat_text_stream(_ANSWER, model="reset")
+    return {"reset": [Episode([*paced(frames[:4], gap=0.02), Cut(reset=True)])]}
+
+
+def _clean_end() -> Scenario:
+    frames = shapes.chat_text_stream(_ANSWER, model="clean-end")
+    return {"clean-end": [Episode([*paced(frames[:4], gap=0.02), End()])]}
+
+
+def _no_done() -> Scenario:
+    frames = shapes.chat_text_stream(_ANSWER, model="no-done")
+    return {"no-done": [Episode([*paced(frames[:-1], gap=0.02), End()])]}
+
+
+def _long() -> Scenario:
+    frames = shapes.chat_text_stream([f"t{i:03d} " for i in range(200)], model="long")
+    return {"long": [Episode(paced(frames, gap=0.02))]}
+
+
 _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "ttft": _ttft,
     "responses": _responses,
@@ -242,6 +295,10 @@ _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "error": _error,
     "length": _length,
     "splits": _splits,
+    "reset": _reset,
+    "clean-end": _clean_end,
+    "no-done": _no_done,
+    "long": _long,
 }
 
 

@@ -150,8 +150,8 @@ def scenario_list() -> str:
     from streamlab.core.standin.profiles import PROFILES
     from streamlab.core.standin.scenarios import LABS, ROOM_SCENARIOS
 
-    lines = [f"{'scenario':<11} {'model':<10} {'labs':<15} what it plays"]
-    lines += [f"{s.name:<11} {s.model:<10} {' '.join(s.labs):<15} {s.description}" for s in ROOM_SCENARIOS]
+    lines = [f"{'scenario':<11} {'model':<10} {'labs':<18} what it plays"]
+    lines += [f"{s.name:<11} {s.model:<10} {' '.join(s.labs):<18} {s.description}" for s in ROOM_SCENARIOS]
     lines += [
         "all         every model above at once (the default)",
         "",
