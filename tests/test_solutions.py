@@ -17,7 +17,11 @@ import pytest
 
 from streamlab.exercises import load_lab, registry, verdict
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+NOTEBOOKS = [  # the Python labs; lab 12's TypeScript solutions are run through its checks by tests/test_lab12.py
+    p
+    for p in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+    if json.loads(p.read_text(encoding="utf-8"))["metadata"]["kernelspec"]["name"] == "python3"
+]
 SOLUTION = re.compile(r"<summary>\s*Solution\s+(\d\d\.\d+)\s*</summary>.*?```python\n(.*?)```", re.S)
 
 

@@ -27,15 +27,34 @@ SKIP = "# NBVAL_SKIP"
 PROGRESS_ENV = "STREAMLAB_PROGRESS"
 
 
+KERNELS = {
+    "python3": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    # Lab 12 (TypeScript): the Deno kernel whose spec lives in tools/jupyter/kernels (found through JUPYTER_PATH)
+    "streamlab-deno": {"display_name": "TypeScript (Deno)", "language": "typescript", "name": "streamlab-deno"},
+}
+"""The kernels a lab may run on, by name, with the kernelspec metadata its canonical form carries."""
+
+
+def kernel_of(nb: nbformat.NotebookNode) -> str:
+    """The lab's kernel: Python unless its metadata names another of `KERNELS`."""
+    name = nb.metadata.get("kernelspec", {}).get("name", "python3")
+    return name if name in KERNELS else "python3"
+
+
 def execute(path: Path) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
+    kernel = kernel_of(nb)
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(
+        p for p in (str(ROOT / "tools" / "jupyter"), os.environ.get("JUPYTER_PATH", "")) if p
+    )
     client = NotebookClient(
         nb,
         timeout=180,
-        kernel_name="python3",
+        kernel_name=kernel,
         record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up banner warnings in the CI log
+        # no start-up banner warnings in the CI log
+        extra_arguments=["--IPKernelApp.log_level=ERROR"] if kernel == "python3" else [],
     )
     # The check cells record their verdicts (streamlab.net.progress): into a fresh, empty file of the run's own,
     # never the progress of whoever runs this, so what a notebook shows of progress is the same on every run.
@@ -71,7 +90,7 @@ def merge_streams(outputs: list) -> list:
 
 def canonical(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     nb.metadata.pop("widgets", None)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["kernelspec"] = dict(KERNELS[kernel_of(nb)])
     nb.metadata.get("language_info", {}).pop("version", None)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)

@@ -7,6 +7,7 @@
     ├── ToolCallError (ValueError)    a tool call is not safe to run (incomplete, unnamed, arguments not JSON)
     ├── FaultSpecError (ValueError)   a chaos proxy option is malformed or out of range (`.option` names it)
     ├── EncodingError (ValueError)    a body's Content-Encoding cannot be undone (unknown coding, corrupt bytes)
+    ├── ProxyConfigError (ValueError) a real proxy's option is malformed or out of range (`.option` names it)
     ├── ErrorInStream                 the server sent an error object *inside* a 200 stream
     ├── StreamEndError                the transport ended a stream abnormally (client side); `.ending` names how
     │   ├── BadStatus                 a non-2xx status before any stream (`.status`, `.headers`, `.body`)
@@ -21,7 +22,8 @@
     │   └── EventTooLarge             the parser's limit was hit mid-stream (`__cause__` is the SSELimitError)
     ├── RetryError                    every attempt failed, or one failed in a way that must not be retried
     ├── InternalError                 a streamlab server met an exception it did not expect on one request
-    └── ResumeError                   a stream could not be resumed
+    ├── ResumeError                   a stream could not be resumed
+    └── ProxyUnavailable              nginx or Caddy is not installed here, or did not start (`.proxy` names which)
 
 Why one tree: a caller can catch everything the library raises with one `except`, the classes that describe
 bad *input* are also `ValueError` (what callers already catch for bad data), and no name collides with
@@ -52,6 +54,7 @@ __all__ = [
     "ToolCallError",
     "FaultSpecError",
     "EncodingError",
+    "ProxyConfigError",
     "ErrorInStream",
     "StreamEndError",
     "BadStatus",
@@ -67,6 +70,7 @@ __all__ = [
     "RetryError",
     "InternalError",
     "ResumeError",
+    "ProxyUnavailable",
     "ENDING_ERRORS",
 ]
 
@@ -157,6 +161,17 @@ class FaultSpecError(StreamlabError, ValueError):
 class EncodingError(StreamlabError, ValueError):
     """A body's Content-Encoding cannot be undone: a coding streamlab does not decode, or bytes that are not
     valid in the coding declared (`streamlab.core.decompress`)."""
+
+
+class ProxyConfigError(StreamlabError, ValueError):
+    """A real proxy's option is malformed or out of range (`streamlab.core.proxy`): `option` names it as the caller
+    wrote it (a keyword such as "read_timeout"), `value` is what was given."""
+
+    def __init__(self, option: str, value: object, problem: str) -> None:
+        super().__init__(f"{option}={value!r}: {problem}")
+        self.option = option
+        self.value = value
+        self.problem = problem
 
 
 class ErrorInStream(StreamlabError):
@@ -351,3 +366,12 @@ class ResumeError(StreamlabError):
         lines = "\n  ".join(c.line() for c in connections)
         super().__init__(f"{message}\n  {lines}" if connections else message)
         self.connections = connections
+
+
+class ProxyUnavailable(StreamlabError):
+    """A real proxy (nginx, Caddy) cannot run here: its program is not installed (the message says how to install
+    it), or it exited or did not answer before it was ready (the message quotes its log). `proxy` names which."""
+
+    def __init__(self, proxy: str, message: str) -> None:
+        super().__init__(message)
+        self.proxy = proxy

@@ -17,6 +17,9 @@ Lab 08: `plot_compatibility_matrix`, checks x endpoints (or provider profiles), 
 Lab 10: `plot_breaker_timeline` (each upstream's breaker state over time, and what it saw), `plot_repaints` and
 `plot_interval_sweep` (render batching: what a screen shows, and repaints against the batching interval).
 
+Lab 12: `plot_browser_run`, a recorded (or live) Chromium run of the chat page: the marks from the request to the
+first visible text beside the server's own first write, and rendering per token against per animation frame.
+
 Each takes an optional `ax` so they can be combined, and returns the Figure. Artists carry a `gid`
 ("chars:LABEL", "ttft:LABEL", "total:LABEL", "schedule:ttft", "schedule:total", "blank:streaming",
 "blank:buffered") so tests and learners can find them without relying on draw order.
@@ -51,6 +54,7 @@ __all__ = [
     "plot_breaker_timeline",
     "plot_repaints",
     "plot_interval_sweep",
+    "plot_browser_run",
 ]
 
 DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -515,3 +519,51 @@ def plot_interval_sweep(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return fig
+
+
+_BROWSER_MARKS = (
+    ("response_headers_ms", "response headers"),
+    ("first_byte_ms", "first byte of the body"),
+    ("first_event_ms", "first event parsed"),
+    ("first_visible_text_ms", "first text painted"),
+    ("done_ms", "answer complete"),
+)
+
+
+def plot_browser_run(timings: Mapping[str, object]) -> Figure:
+    """Lab 12's browser figure from the `timings` of a `streamlab.net.browser` run: on the left, each mark of the
+    fetch reader (milliseconds after the page sent the request) with the stand-in's scheduled first write; on the
+    right, per-token rendering against per-frame batching (DOM updates, long tasks, milliseconds spent rendering)."""
+    fetch = timings["fetch"]
+    render = timings["render"]
+    assert isinstance(fetch, Mapping) and isinstance(render, Mapping)
+    fig, (left, right) = _plt_subplots(figsize=(11, 3.6), width_ratios=(1.3, 1))
+    names = [label for key, label in _BROWSER_MARKS if fetch.get(key) is not None]
+    values = [float(fetch[key]) for key, _ in _BROWSER_MARKS if fetch.get(key) is not None]
+    bars = left.barh(names, values, color="#4C72B0")
+    for bar, name in zip(bars, names):
+        bar.set_gid(f"mark:{name}")
+    left.axvline(float(fetch["server_first_write_ms"]), color="#C44E52", linestyle="--", gid="server:first-write")
+    left.invert_yaxis()
+    left.set_xlabel("ms after the request was sent (in the browser)")
+    left.set_title("fetch reader: where the time goes")
+    left.legend([Line2D([0], [0], color="#C44E52", linestyle="--")], ["stand-in's first write"], loc="lower right")
+    kinds = (("dom_updates", "DOM updates"), ("long_tasks", "long tasks (>50 ms)"), ("render_ms", "ms rendering"))
+    x = np.arange(len(kinds))
+    for offset, mode, colour in ((-0.2, "token", "#DD8452"), (0.2, "frame", "#55A868")):
+        stats = render[mode]
+        assert isinstance(stats, Mapping)
+        heights = [float(stats[key]) for key, _ in kinds]
+        right.bar(x + offset, heights, width=0.4, color=colour, label=f"per {mode}", gid=f"render:{mode}")
+    right.set_xticks(x, [label for _, label in kinds])
+    right.set_yscale("log")
+    right.set_title("800 tokens: render per token or per frame")
+    right.legend()
+    fig.tight_layout()
+    return fig
+
+
+def _plt_subplots(*, figsize: tuple[float, float], width_ratios: tuple[float, float]) -> tuple[Figure, Sequence[Axes]]:
+    fig = Figure(figsize=figsize)
+    axes = fig.subplots(1, 2, width_ratios=width_ratios)
+    return fig, list(axes)

@@ -10,6 +10,8 @@ sans-IO core (streamlab.core.standin):
     plan        the planner: a whole request plus the room's state in, `actions` out (routes from a table,
                 validation like the real API, usage only when asked, Last-Event-ID, starting_after, cancel)
     actions     the plain values the planner hands the wire loop
+    eventsource GET /v1/chat/stream's pure half: every event numbered, a `retry:` hint, the key from the
+                query or a cookie (an EventSource sends no Authorization)
     quirks      provider quirks as transformations of a scripted answer (bytes in, bytes out)
     profiles    provider profiles built from quirks, each citing where its behaviour is documented
     board       the room dashboard's state: a row per learner, totals, the numbered events of its feed
@@ -21,6 +23,7 @@ I/O layer (streamlab.net.standin):
     wire        one connection's loop: read requests, execute the planner's actions, time every write
     records     a bounded ring of `RequestRecord`s, running totals and a feed of finished requests
     dashboard   the room page (static/) and its live SSE feed
+    chatpage    the chat page (static/chat.*) that reads an answer in the browser (streamlab.net.browser drives it)
     hostaddr    this machine's addresses that others in a room can reach
 
 Tools: streamlab.tools.cli.standin (the command line). A request flows

@@ -28,6 +28,15 @@ from streamlab.core.progress import MAX_VERDICT_BYTES, PROGRESS_PATH, read_verdi
 from streamlab.core.shapes import error_body
 from streamlab.core.sse import SSEEvent, SSEParser, parse
 from streamlab.core.standin.actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
+from streamlab.core.standin.eventsource import (
+    EVENTS_PATH,
+    EventsOptions,
+    final_event_id,
+    key_of,
+    number_events,
+    read_options,
+    retry_frame,
+)
 from streamlab.core.standin.profiles import answer_episode, apply_profile
 from streamlab.core.standin.request import Request, RequestHead
 from streamlab.core.standin.room import Room, learner_of, room_full_message
@@ -571,8 +580,110 @@ def _progress(room: Room, request: Request, learner: str, params: dict[str, str]
     )
 
 
+# --- GET /v1/chat/stream: the chat episode as a browser's EventSource reads it ------------------------------
+
+_EVENTS_REQUEST: dict[str, Any] = {"stream": True, "messages": [{"role": "user", "content": "(EventSource: no body)"}]}
+"""What a provider profile is told the request was: an EventSource GET has no body to read."""
+
+
+def _chat_events(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
+    """`GET /v1/chat/stream?model=M&key=K[&retry=MS][&after_end=stop|replay]`: the learner's next chat episode
+    (the same one `POST /v1/chat/completions` with `stream: true` would play), every event numbered with `id:`
+    after a `retry:` hint (`streamlab.core.standin.eventsource`). The key comes from the query or the
+    `streamlab_key` cookie (an EventSource can send no `Authorization`). A reconnect's `Last-Event-ID` is
+    answered by `_reconnected` unless `after_end=replay` (the naive server, which plays the next episode)."""
+    head = request.head
+    key = key_of(head)
+    learner = learner if key is None else key
+    note = Note(learner=learner, stream=True)
+    model = head.query.get("model", [""])[-1]
+    if not model:
+        message = f"you must provide a model parameter: GET {EVENTS_PATH}?model=MODEL&key=YOUR-KEY"
+        return Decision(_error(400, message, param="model"), note)
+    options = read_options(head.query)
+    if not isinstance(options, EventsOptions):
+        return Decision(_error(400, options[1], param=options[0], code="invalid_value"), note)
+    if not room.admits(learner):
+        return Decision(_error(429, room_full_message(room.max_learners), type="requests", code="room_full"), note)
+    note = Note(learner=learner, model=model, stream=True)
+    resume_id = last_event_id(head)
+    if resume_id and options.after_end == "stop":
+        decided = _reconnected(room, learner, model, resume_id, options)
+        if decided is not None:
+            return decided
+    picked = room.pick(learner, model)
+    if picked is None and room.options.profile is not None:  # a profile answers any model the script does not name
+        picked = (0, answer_episode("chat", {"model": model, **_EVENTS_REQUEST}))
+    if picked is None:
+        known = ", ".join(sorted(room.scripts)) or "none"
+        message = f"The model `{clip(model)}` does not exist on this stand-in (scripted: {known})"
+        return Decision(_error(404, message, code="model_not_found", param="model"), note)
+    index, ep = picked
+    note = Note(learner=learner, model=model, stream=True, episode=index)
+    played = _numbered(room, ep, model)
+    if isinstance(played, ErrorEpisode):  # any status but 200 fails an EventSource for good: it stays closed
+        return Decision(Reply(played.status, played.body, played.headers, wait=played.wait), note)
+    headers, steps = played
+    return Decision(Stream(headers, (Write(retry_frame(options.retry_ms)), *steps_to_actions(steps))), note)
+
+
+def _reconnected(room: Room, learner: str, model: str, resume_id: str, options: EventsOptions) -> Decision | None:
+    """A reconnect carrying `Last-Event-ID`, after_end=stop: 204 No Content when it names the final event of the
+    answer the learner was given last (the answer is complete: the EventSource must stop, WHATWG HTML 9.2.3),
+    the rest of that answer when it names an event inside it, or None (not that answer's id: play the next)."""
+    last = _last_given(room, learner, model)
+    if last is None:
+        return None
+    index, ep = last
+    played = _numbered(room, ep, model)
+    if isinstance(played, ErrorEpisode):
+        return None
+    headers, steps = played
+    payload = _payload(steps)
+    if resume_id == final_event_id(payload):
+        return Decision(Reply(204, b""), Note(learner=learner, model=model, episode=index, stream=True))
+    skip = skip_after_id(payload, resume_id)
+    if not skip:
+        return None
+    note = Note(learner=learner, model=model, stream=True, episode=index, resumed_after=resume_id)
+    return Decision(Stream(headers, (Write(retry_frame(options.retry_ms)), *steps_to_actions(steps, skip))), note)
+
+
+def _last_given(room: Room, learner: str, model: str) -> tuple[int, Episode | ErrorEpisode] | None:
+    """The episode the learner's last request for `model` played, without counting a request (None: none yet)."""
+    episodes = room.scripts.get(model)
+    if episodes is None:  # a profile's built-in answer is the same every time
+        return (
+            None if room.options.profile is None else (0, answer_episode("chat", {"model": model, **_EVENTS_REQUEST}))
+        )
+    state = room.learners.get(learner)
+    count = 0 if state is None else state.counts.get(model, 0)
+    return None if not count else (min(count, len(episodes)) - 1, episodes[min(count, len(episodes)) - 1])
+
+
+def _numbered(
+    room: Room, ep: Episode | ErrorEpisode, model: str
+) -> tuple[tuple[tuple[str, str], ...], tuple[Step, ...]] | ErrorEpisode:
+    """`ep` as the EventSource route plays it: through the room's profile, without the usage chunk nobody asked
+    for (a GET has no `stream_options`), every event numbered; made once per scripted episode."""
+    profile = room.options.profile
+    if profile is not None:
+        ep = apply_profile(profile, ep, dialect="chat", request={"model": model, **_EVENTS_REQUEST})
+    if isinstance(ep, ErrorEpisode):
+        return ep
+    if profile is not None:
+        return ep.headers, number_events(ep.steps)
+    key = (id(ep), "numbered")
+    hit = room.memo.get(key)
+    if hit is None:
+        steps = ep.steps if room.options.usage == "scripted" else _memo_strip(room, ep)
+        hit = room.memo[key] = (ep, number_events(steps))
+    return ep.headers, hit[1]
+
+
 ROUTES: tuple[Route, ...] = (
     Route("POST", ("v1", "chat", "completions"), _create_chat),
+    Route("GET", tuple(EVENTS_PATH.split("/")[1:]), _chat_events),
     Route("POST", ("v1", "responses"), _create_responses),
     Route("GET", ("v1", "responses", "{id}"), _retrieve),
     Route("POST", ("v1", "responses", "{id}", "cancel"), _cancel),

@@ -11,6 +11,7 @@ lab in front of them teaches (`streamlab standin --list` prints it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,7 +30,16 @@ from streamlab.core.standin.script import (
     paced,
 )
 
-__all__ = ["SCENARIOS", "ROOM_SCENARIOS", "RoomScenario", "LABS", "scenario", "scenario_of"]
+__all__ = [
+    "SCENARIOS",
+    "ROOM_SCENARIOS",
+    "RoomScenario",
+    "LABS",
+    "MARKDOWN_TOKENS",
+    "scenario",
+    "scenario_of",
+    "markdown_pieces",
+]
 
 LABS: dict[str, str] = {
     "01": "SSE by hand",
@@ -163,6 +173,13 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "200 tokens, one every 0.02 s (four seconds in all): long enough to cancel or abort in the middle",
         ("12",),
     ),
+    RoomScenario(
+        "markdown",
+        "markdown",
+        "chat/completions",
+        "a long Markdown answer from a fast model: 800 small tokens 2 ms apart (render every token, or once a frame)",
+        ("12",),
+    ),
 )
 """Every named scenario, in the order `--list` prints them."""
 
@@ -283,6 +300,30 @@ def _long() -> Scenario:
     return {"long": [Episode(paced(frames, gap=0.02))]}
 
 
+MARKDOWN_TOKENS = 800
+"""How many content tokens the `markdown` scenario streams."""
+
+
+def markdown_pieces(count: int = MARKDOWN_TOKENS) -> list[str]:
+    """`count` small pieces of a Markdown answer (headings, paragraphs, lists, bold, inline code, fenced code),
+    each a word with the white space before it, as a tokenizer cuts text: what a renderer that re-parses the
+    whole text on every token chokes on (vercel/ai#3440)."""
+    sections = (
+        f"## Step {n}\n\nThe stream sends **small pieces** of text, and the page renders `each` of them as it "
+        f"comes; a long answer makes that *expensive*.\n\n- a list item with `code`\n- another item, **bold** "
+        f"this time\n\n```js\nconst step = {n};\n```\n\n"
+        for n in range(1, count // 30 + 2)  # 36 pieces a section: always enough
+    )
+    return re.findall(r"\s*\S+", "".join(sections))[:count]
+
+
+def _markdown() -> Scenario:
+    pieces = markdown_pieces()
+    frames = shapes.chat_text_stream(pieces, model="markdown")
+    steps = paced(frames[:2], first=0.05) + paced(frames[2 : len(pieces) + 1], first=0.002, gap=0.002)
+    return {"markdown": [Episode(steps + [Send(f) for f in frames[len(pieces) + 1 :]])]}
+
+
 _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "ttft": _ttft,
     "responses": _responses,
@@ -299,6 +340,7 @@ _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "clean-end": _clean_end,
     "no-done": _no_done,
     "long": _long,
+    "markdown": _markdown,
 }
 
 

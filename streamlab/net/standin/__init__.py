@@ -9,5 +9,6 @@ I/O layer (streamlab.net.standin):
     wire        one connection's loop: read requests, execute the planner's actions, time every write
     records     a bounded ring of `RequestRecord`s, running totals and a feed of finished requests
     dashboard   the room page (static/) and its live SSE feed
+    chatpage    the chat page (static/chat.*): an answer read in the browser with fetch or EventSource
     hostaddr    this machine's addresses that others in a room can reach
 """

@@ -107,6 +107,12 @@ class RequestRecord:
     def finished(self) -> bool:
         return self.finished_at is not None
 
+    @property
+    def last_event_id(self) -> str | None:
+        """The `Last-Event-ID` header the request carried (None without one): what a reconnecting `EventSource`
+        sends on its own, and what `resumed_after` and a 204 after the final event are decided from."""
+        return self.headers.get("last-event-id")
+
 
 @dataclass(frozen=True)
 class RequestTotals:

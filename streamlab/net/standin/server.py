@@ -30,6 +30,8 @@ On the wire, and why:
   `POST /v1/reset` starts the caller over; `StandIn.reset()` starts everyone over.
 * It serves its room dashboard at `/dashboard` (`streamlab.net.standin.dashboard`): one live row per learner,
   updated over SSE. Dashboard requests are nobody's API call: they leave no request record.
+* It serves a chat page at `/chat` (`streamlab.net.standin.chatpage`) that reads an answer in the browser, with
+  `fetch`, or `EventSource` on `GET /v1/chat/stream` (same origin: no CORS). The page's files leave no record.
 
 Every request leaves a `RequestRecord` (`streamlab.net.standin.records`): a ring of the last `max_records`, totals,
 and `subscribe()` for a feed of finished requests. In a notebook use `serve(scripts)`: it stops the server
@@ -54,6 +56,7 @@ from streamlab.core.standin.script import (
     ScriptValue,
     StoredResponse,
 )
+from streamlab.net.standin.chatpage import CHAT_PATH, chat_page
 from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, DEFAULT_MAX_FEEDS, RoomFeed
 from streamlab.net.standin.records import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -288,9 +291,16 @@ class StandIn:
             if dashboard
             else None
         )
-        self._host.pages = None if self._feed is None else self._feed.page
+        self._host.pages = self._page
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    def _page(self, head: RequestHead) -> PageHandler | None:
+        """The server's own pages: the chat page (`streamlab.net.standin.chatpage`), then the room dashboard."""
+        handler = chat_page(head)
+        if handler is None and self._feed is not None:
+            handler = self._feed.page(head)
+        return handler
 
     # -- configuration --
 
@@ -385,6 +395,11 @@ class StandIn:
         """The URL to give an OpenAI client as `base_url`, e.g. http://127.0.0.1:PORT/v1."""
         host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}/v1"
+
+    @property
+    def chat_url(self) -> str:
+        """The chat page that reads a streamed answer in the browser, e.g. http://127.0.0.1:PORT/chat."""
+        return self.base_url.removesuffix("/v1") + CHAT_PATH
 
     @property
     def dashboard_url(self) -> str:

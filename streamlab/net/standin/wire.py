@@ -164,9 +164,15 @@ def _head_bytes(status: int, headers: tuple[tuple[str, str], ...], close: bool) 
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
 
 
+_BODY_HEADERS = ("content-type", "content-length")
+
+
 def _json_head(reply: Reply, length: int, close: bool) -> bytes:
     """The head of a whole reply: its own Content-Type when its headers give one (a replayed capture's bytes keep
-    the type they came with), else application/json, or text/plain for a body of bytes."""
+    the type they came with), else application/json, or text/plain for a body of bytes. A 204 has no body and
+    announces none: no Content-Type, no Content-Length (RFC 9110, 8.6)."""
+    if reply.status == 204:
+        return _head_bytes(204, tuple(h for h in reply.headers if h[0].lower() not in _BODY_HEADERS), close)
     kind = "text/plain; charset=utf-8" if isinstance(reply.body, bytes) else "application/json"
     own = [(name, value) for name, value in reply.headers if name.lower() == "content-type"]
     rest = tuple((name, value) for name, value in reply.headers if name.lower() != "content-type")
@@ -464,7 +470,7 @@ class Connection:
             raise _Gone
         payload = _payload(reply)
         close = reply.close or not head.keep_alive
-        out = b"" if head.method == "HEAD" else payload
+        out = b"" if head.method == "HEAD" or reply.status == 204 else payload
         # recorded before the bytes leave, so a client that has read them finds the record written;
         # if the write fails, the request is recorded as client_gone instead
         self.book.wrote(rec, out, False)

@@ -43,10 +43,12 @@ def _line(record: Any) -> str:
 
     method, path = printable(record.method, limit=16, spaces=False), printable(record.path, limit=200, spaces=False)
     model = printable(record.model, limit=80, spaces=False)
-    return (
+    line = (
         f"  {method} {path} model={model} status={record.status} {record.ending} "
         f"{record.bytes_written} bytes learner={_label(record.learner)}"
     )
+    resumed = record.last_event_id  # what a reconnecting EventSource sends on its own
+    return line if resumed is None else f"{line} last-event-id={printable(resumed, limit=80, spaces=False)}"
 
 
 _EVERY_INTERFACE = ("0.0.0.0", "")
