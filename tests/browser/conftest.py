@@ -35,7 +35,14 @@ from tools.browser import CHROMIUM_ENV, CHROMIUM_INSTALL, JupyterLabServer, find
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-LABS = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
+# The Python labs. Lab 12 (TypeScript, on the Deno kernel) is not run through JupyterLab's UI here yet: its quiz is
+# HTML without the widget these tests click, so that run needs its own expectations; its browser part, the chat page
+# in Chromium, is tested live by test_chat_page.py, and its cells by nbval in `dev.py test`.
+LABS = [
+    p
+    for p in sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
+    if json.loads(p.read_text(encoding="utf-8"))["metadata"]["kernelspec"]["name"] == "python3"
+]
 ARTIFACTS_ENV = "STREAMLAB_BROWSER_ARTIFACTS"
 VIEWPORT = {"width": 1280, "height": 800}
 _artifacts_key = pytest.StashKey[Path]()
