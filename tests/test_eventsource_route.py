@@ -258,14 +258,6 @@ def test_a_204_announces_no_body_and_the_last_event_id_reaches_the_record_and_th
     assert "key=ada" in _line(records[0])  # a key in the URL is in every log line: the lab's point
 
 
-def test_the_driver_starts_chromium_with_the_browser_suites_flags():
-    from streamlab.net.browser import chromium
-    from tools import browser
-
-    assert chromium.CHROMIUM_ARGS == browser.CHROMIUM_ARGS and chromium.CHROMIUM_NAMES == browser.CHROMIUM_NAMES
-    assert (chromium.CHROMIUM_ENV, chromium.CHROMIUM_INSTALL) == (browser.CHROMIUM_ENV, browser.CHROMIUM_INSTALL)
-
-
 # -- the recorded browser run ------------------------------------------------------------------------------------------
 
 

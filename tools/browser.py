@@ -1,9 +1,8 @@
 """Drive JupyterLab in headless Chromium (test tooling, outside the package; it knows nothing of streamlab).
 
-Three pieces, used by tests/browser/:
+Two pieces, used by tests/browser/ (which finds and launches the operating system's Chromium with the lab's own
+driver, `streamlab.net.browser.chromium`: one finder and one set of flags; no browser is ever downloaded):
 
-* `find_chromium()`: the operating system's Chromium. No browser is ever downloaded (`playwright install` is
-  never run): Playwright for Python drives the system executable through `executable_path`.
 * `JupyterLabServer`: a private JupyterLab on a loopback port with no token, whose config, settings,
   workspaces, runtime files and IPython profile live in a temporary directory, so nothing is shared with a
   person's own JupyterLab and nothing pops up (no news, no announcements, no update check). Stopping it shuts
@@ -33,48 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # Playwright is only needed by the code that drives a page
-    from playwright.sync_api import Browser, Locator, Page, Playwright
-
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-CHROMIUM_ENV = "STREAMLAB_CHROMIUM"
-CHROMIUM_INSTALL = "apt-get install -y chromium"
-
-CHROMIUM_ARGS = (
-    # A closed network refuses the browser's own background connections slowly: switch them all off.
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-default-apps",
-    "--disable-extensions",
-    "--no-default-browser-check",
-    "--disable-dev-shm-usage",
-)
+    from playwright.sync_api import Locator, Page
 
 SETTINGS = {
     # No news or update pop-up, ever (the "would you like news?" question included).
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
-
-
-def find_chromium() -> str | None:
-    """The path of the system's Chromium (or Chrome), or None: $STREAMLAB_CHROMIUM first, then the PATH."""
-    named = os.environ.get(CHROMIUM_ENV)
-    if named:
-        return named if os.access(named, os.X_OK) else None
-    for name in CHROMIUM_NAMES:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def launch_chromium(playwright: Playwright, executable: str) -> Browser:
-    """Start headless Chromium from `executable` (Playwright gives it a fresh, temporary user-data-dir)."""
-    return playwright.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
 
 
 # =====================================================================================================

@@ -7,8 +7,8 @@ folder's test modules without importing them. They run when asked for, by a `-m`
 `python3 dev.py browser` runs `pytest tests/browser -m browser`. Every test here is
 marked `browser`, `net` (loopback sockets: the JupyterLab server, the stand-in) and `slow`.
 
-This file imports only the standard library and tools/browser.py at its top, since the unit runs load it too
-(and may have no Playwright installed).
+This file imports only the standard library, tools/browser.py and streamlab.net.browser.chromium (no Playwright at
+import) at its top, since the unit runs load it too (and may have no Playwright installed).
 
 Fixtures (session-wide, started once): `chromium` (the system executable; the run fails with the install
 command when there is none), `browser_context` (headless Chromium through Playwright, 1280x800),
@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.browser import CHROMIUM_ENV, CHROMIUM_INSTALL, JupyterLabServer, find_chromium
+from streamlab.net.browser.chromium import CHROMIUM_ENV, CHROMIUM_INSTALL, find_chromium, launch_chromium
+from tools.browser import JupyterLabServer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -113,7 +114,6 @@ def browser_context(chromium: str) -> Iterator[object]:
             "(python3 dev.py browser installs it)",
             pytrace=False,
         )
-    from tools.browser import launch_chromium
 
     with sync_playwright() as playwright:
         browser = launch_chromium(playwright, chromium)
