@@ -51,6 +51,7 @@ __all__ = [
     "Finding",
     "TimingFact",
     "Report",
+    "GradedReport",
     "TOOL",
     "JSON_VERSION",
     "matrix_rows",
@@ -601,8 +602,40 @@ class TimingFact:
 # -- the report -----------------------------------------------------------------------------------------------
 
 
+class GradedReport:
+    """What every checker's report shares (`streamlab check`, `streamlab check-path`): the findings counted by
+    status, the exit code (0 nothing failed, 1 a check failed, 2 could not check: `error` says why), the verdict
+    word and the summary line that ends the printed report."""
+
+    findings: list[Any]
+
+    @property
+    def error(self) -> str | None:
+        """Why nothing could be checked (None when it could)."""
+        return None
+
+    def counts(self) -> dict[str, int]:
+        return {s.value: sum(f.status is s for f in self.findings) for s in Status}
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return 2
+        return 1 if any(f.status is Status.FAIL for f in self.findings) else 0
+
+    @property
+    def verdict(self) -> str:
+        return {0: "pass", 1: "fail", 2: "could not be checked"}[self.exit_code]
+
+    def summary(self) -> str:
+        """The last line of a printed report: "N pass, N warn, N fail, N skip: VERDICT (exit N)"."""
+        c = self.counts()
+        counted = f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip"
+        return f"{counted}: {self.verdict} (exit {self.exit_code})"
+
+
 @dataclass
-class Report:
+class Report(GradedReport):
     """The checker's verdict on one endpoint: a finding per check (in `CHECKS` order), timing facts, and the
     probes' status lines. `unreachable` says why nothing could be checked (then `findings` is empty)."""
 
@@ -617,22 +650,13 @@ class Report:
     def finding(self, check: str) -> Finding | None:
         return next((f for f in self.findings if f.check == check), None)
 
-    def counts(self) -> dict[str, int]:
-        return {s.value: sum(f.status is s for f in self.findings) for s in Status}
+    @property
+    def error(self) -> str | None:
+        return self.unreachable
 
     def issues(self) -> dict[str, Status]:
         """The checks that did not pass and did not skip, with their status: what a profile's quirks predict."""
         return {f.check: f.status for f in self.findings if f.status in (Status.WARN, Status.FAIL)}
-
-    @property
-    def exit_code(self) -> int:
-        if self.unreachable is not None:
-            return 2
-        return 1 if any(f.status is Status.FAIL for f in self.findings) else 0
-
-    @property
-    def verdict(self) -> str:
-        return {0: "pass", 1: "fail", 2: "could not be checked"}[self.exit_code]
 
     def render(self, *, timings: bool = True, passes: bool = True, width: int = 110) -> str:
         """The report card as text: one row per check, evidence and why under each warn and fail."""
@@ -654,12 +678,7 @@ class Report:
         if timings and self.timings:
             lines += ["", "timing (reported, never graded):"]
             lines += [t.line() for t in self.timings]
-        c = self.counts()
-        lines += [
-            "",
-            f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip: "
-            f"{self.verdict} (exit {self.exit_code})",
-        ]
+        lines += ["", self.summary()]
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamlab.core.conformance.checks import MAX_TOKENS, TEXT_PROMPT, Evidence, Status
+from streamlab.core.conformance.checks import MAX_TOKENS, TEXT_PROMPT, Evidence, GradedReport, Status
 from streamlab.core.endings import Ending
 
 __all__ = [
@@ -309,7 +309,7 @@ class PathTiming:
 
 
 @dataclass
-class PathReport:
+class PathReport(GradedReport):
     """The verdict on one path: a finding per check (`PATH_CHECKS` order), timing facts, the reads' status lines.
     `unreachable` says why nothing could be checked; `guard` says which read the checker's own deadline stopped
     (then the path could not be checked either: exit 2, whatever the findings say)."""
@@ -326,23 +326,10 @@ class PathReport:
     def finding(self, check: str) -> PathFinding | None:
         return next((f for f in self.findings if f.check == check), None)
 
-    def counts(self) -> dict[str, int]:
-        return {s.value: sum(f.status is s for f in self.findings) for s in Status}
-
     @property
     def error(self) -> str | None:
         """Why the path could not be checked (None when it could)."""
         return self.unreachable if self.unreachable is not None else self.guard
-
-    @property
-    def exit_code(self) -> int:
-        if self.error is not None:
-            return 2
-        return 1 if any(f.status is Status.FAIL for f in self.findings) else 0
-
-    @property
-    def verdict(self) -> str:
-        return {0: "pass", 1: "fail", 2: "could not be checked"}[self.exit_code]
 
     def render(self, *, timings: bool = True, passes: bool = True, width: int = 120) -> str:
         """The report as text: one row per check, evidence and why under each warn and fail."""
@@ -364,12 +351,7 @@ class PathReport:
             lines += [_clip(t.line(), width + 60) for t in self.timings]
         if self.guard is not None:
             lines += ["", f"could not be checked: {self.guard}"]
-        c = self.counts()
-        lines += [
-            "",
-            f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip: "
-            f"{self.verdict} (exit {self.exit_code})",
-        ]
+        lines += ["", self.summary()]
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
