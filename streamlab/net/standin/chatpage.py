@@ -17,66 +17,28 @@ Like the dashboard's files, these requests are nobody's API call: they leave no 
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
-import json
-
-from streamlab.core.shapes import error_body
 from streamlab.core.standin.request import RequestHead
-from streamlab.net.standin.wire import Connection, PageHandler
+from streamlab.net.standin.pages import StaticFiles, not_found
+from streamlab.net.standin.wire import PageHandler
 
 __all__ = ["CHAT_PATH", "chat_page"]
 
 CHAT_PATH = "/chat"
 
-_FILES = {
-    "": ("chat.html", "text/html; charset=utf-8"),
-    "/chat.css": ("chat.css", "text/css; charset=utf-8"),
-    "/chat.js": ("chat.js", "text/javascript; charset=utf-8"),
-}
-_HEADERS = (
-    ("Cache-Control", "no-store"),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "no-referrer"),
-    (
-        "Content-Security-Policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-    ),
+_FILES = StaticFiles(
+    CHAT_PATH,
+    {
+        "": ("chat.html", "text/html; charset=utf-8"),
+        "/chat.css": ("chat.css", "text/css; charset=utf-8"),
+        "/chat.js": ("chat.js", "text/javascript; charset=utf-8"),
+    },
 )
-
-
-@functools.cache
-def _static(name: str) -> bytes:
-    return importlib.resources.files("streamlab.net.standin").joinpath("static", name).read_bytes()
+_NOT_FOUND = not_found("chat page", CHAT_PATH)
 
 
 def chat_page(head: RequestHead) -> PageHandler | None:
-    """The handler for a chat page path (None for every other path)."""
+    """The handler for a chat page path (None for every other path: those are the API's)."""
     path = head.path
     if path != CHAT_PATH and not path.startswith(CHAT_PATH + "/"):
         return None
-    rest = path[len(CHAT_PATH) :]
-    if rest not in _FILES:
-        return _not_found
-    return _file if head.method in ("GET", "HEAD") else _not_allowed
-
-
-def _file(conn: Connection, head: RequestHead) -> bool:
-    name, content_type = _FILES[head.path[len(CHAT_PATH) :]]
-    body = _static(name)
-    conn.send_reply(200, b"" if head.method == "HEAD" else body, content_type, headers=_HEADERS, length=len(body))
-    return True
-
-
-def _not_allowed(conn: Connection, head: RequestHead) -> bool:
-    body = error_body(f"{head.method} is not allowed on {head.path}; use GET or HEAD", "invalid_request_error")
-    conn.send_reply(405, json.dumps(body).encode(), "application/json", headers=(("Allow", "GET, HEAD"),))
-    return True
-
-
-def _not_found(conn: Connection, head: RequestHead) -> bool:
-    message = f"unknown chat page path {head.path!r}: the page is {CHAT_PATH}"
-    body = error_body(message, "invalid_request_error", "unknown_url")
-    conn.send_reply(404, json.dumps(body).encode(), "application/json")
-    return True
+    return _FILES.handler(head) or _NOT_FOUND

@@ -25,8 +25,6 @@ waits are short and `wake()` cuts them), so an open dashboard never holds a serv
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 import json
 import os
 import secrets
@@ -40,6 +38,7 @@ from streamlab.core.standin.board import Board, BoardEvent, Visit
 from streamlab.core.standin.plan import last_event_id
 from streamlab.core.standin.request import RequestHead
 from streamlab.core.standin.room import DEFAULT_MAX_LEARNERS
+from streamlab.net.standin.pages import StaticFiles, not_allowed, not_found
 from streamlab.net.standin.records import RecordBook, RequestRecord
 from streamlab.net.standin.wire import Connection, PageHandler
 
@@ -55,21 +54,15 @@ DEFAULT_MAX_FEEDS = 32
 stand-in's other connections stay the API's."""
 _WAKE = 0.25  # seconds: how often a waiting feed looks at its client and at the stopping flag
 
-_FILES = {
-    "": ("dashboard.html", "text/html; charset=utf-8"),
-    "/dashboard.css": ("dashboard.css", "text/css; charset=utf-8"),
-    "/dashboard.js": ("dashboard.js", "text/javascript; charset=utf-8"),
-}
-_PAGE_HEADERS = (
-    ("Cache-Control", "no-store"),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "no-referrer"),
-    (
-        "Content-Security-Policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-    ),
+_FILES = StaticFiles(
+    DASHBOARD_PATH,
+    {
+        "": ("dashboard.html", "text/html; charset=utf-8"),
+        "/dashboard.css": ("dashboard.css", "text/css; charset=utf-8"),
+        "/dashboard.js": ("dashboard.js", "text/javascript; charset=utf-8"),
+    },
 )
+_NOT_FOUND = not_found("dashboard", DASHBOARD_PATH)
 
 
 def visit_of(record: RequestRecord) -> Visit | None:
@@ -100,11 +93,6 @@ def visit_of(record: RequestRecord) -> Visit | None:
         retry=int(retry) if retry.isdigit() and retry.isascii() else None,
         ttft=ttft,
     )
-
-
-@functools.cache
-def _static(name: str) -> bytes:
-    return importlib.resources.files("streamlab.net.standin").joinpath("static", name).read_bytes()
 
 
 class RoomFeed:
@@ -190,20 +178,10 @@ class RoomFeed:
             return None
         rest = path[len(DASHBOARD_PATH) :]
         if rest == "/events":
-            return self._events if head.method == "GET" else _not_allowed("GET")
+            return self._events if head.method == "GET" else not_allowed("GET")
         if rest == "/":  # the page links its files relative to /dashboard (so it works under a path prefix too)
             return _to_the_page
-        if rest in _FILES:
-            return self._file if head.method in ("GET", "HEAD") else _not_allowed("GET, HEAD")
-        return _not_found
-
-    def _file(self, conn: Connection, head: RequestHead) -> bool:
-        name, content_type = _FILES[head.path[len(DASHBOARD_PATH) :]]
-        body = _static(name)
-        conn.send_reply(
-            200, b"" if head.method == "HEAD" else body, content_type, headers=_PAGE_HEADERS, length=len(body)
-        )
-        return True
+        return _FILES.handler(head) or _NOT_FOUND
 
     def _events(self, conn: Connection, head: RequestHead) -> bool:
         """Play the feed on this connection until the page leaves or the server stops (never ends cleanly:
@@ -245,25 +223,6 @@ class RoomFeed:
         return False
 
 
-def _not_allowed(allow: str) -> PageHandler:
-    def handler(conn: Connection, head: RequestHead) -> bool:
-        body = error_body(f"{head.method} is not allowed on {head.path}; use {allow}", "invalid_request_error")
-        conn.send_reply(405, json.dumps(body).encode(), "application/json", headers=(("Allow", allow),))
-        return True
-
-    return handler
-
-
 def _to_the_page(conn: Connection, head: RequestHead) -> bool:
     conn.send_reply(308, b"", "text/plain; charset=utf-8", headers=(("Location", "../dashboard"),))
-    return True
-
-
-def _not_found(conn: Connection, head: RequestHead) -> bool:
-    body = error_body(
-        f"unknown dashboard path {head.path!r}: the dashboard is {DASHBOARD_PATH}",
-        "invalid_request_error",
-        "unknown_url",
-    )
-    conn.send_reply(404, json.dumps(body).encode(), "application/json")
     return True
