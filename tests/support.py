@@ -7,12 +7,16 @@ conftest.py. `ASK` is the smallest Chat `messages` list the real API accepts; st
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+
+from streamlab.core.standin.actions import Reply
+from streamlab.core.standin.request import Request, parse_head
 
 ASK = [{"role": "user", "content": "hi"}]  # the smallest Chat request body the real API accepts
 
@@ -164,3 +168,17 @@ class LoopbackServer:
         self.stopping.set()
         self.thread.join(10)
         self.sock.close()
+
+
+def planned_request(
+    method: str, target: str, body: object = None, *, key: str | None = None, headers: dict[str, str] | None = None
+) -> Request:
+    """A parsed request as the stand-in's handler would build it, for the planner's tests (`plan(room, ...)`)."""
+    raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
+    lines = [f"{method} {target} HTTP/1.1", "Host: x"]
+    if key is not None:
+        lines.append(f"Authorization: Bearer {key}")
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    head = parse_head(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    assert not isinstance(head, Reply), head
+    return Request(head, raw)

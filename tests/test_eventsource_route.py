@@ -15,7 +15,7 @@ import json
 
 import httpx
 import pytest
-from support import ASK
+from support import ASK, planned_request
 
 from streamlab.core import shapes
 from streamlab.core.sse import parse
@@ -30,7 +30,7 @@ from streamlab.core.standin.eventsource import (
 )
 from streamlab.core.standin.plan import plan
 from streamlab.core.standin.profiles import get_profile
-from streamlab.core.standin.request import Request, parse_head
+from streamlab.core.standin.request import Request
 from streamlab.core.standin.room import Options, Room
 from streamlab.core.standin.scenarios import MARKDOWN_TOKENS, markdown_pieces, scenario
 from streamlab.core.standin.script import Episode, KeepAlive, Send, Wait, paced
@@ -48,13 +48,7 @@ def get(
     body: bytes = b"",
 ) -> Request:
     """A parsed request (a GET unless told) as the handler would build it."""
-    lines = [f"{method} {target} HTTP/1.1", "Host: x"]
-    if key is not None:
-        lines.append(f"Authorization: Bearer {key}")
-    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    head = parse_head(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    assert not isinstance(head, Reply), head
-    return Request(head, body)
+    return planned_request(method, target, body, key=key, headers=headers)
 
 
 def room(**options) -> Room:

@@ -6,16 +6,15 @@ h11 tests its state machine without a network.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from support import ASK
+from support import planned_request as request
 
 from streamlab.core import shapes
 from streamlab.core.endings import Ending
 from streamlab.core.standin.actions import Close, Pause, Reply, Stream, Write, reply_ending, stream_ending
 from streamlab.core.standin.plan import ROUTES, derive_body, plan, steps_to_actions, stream_cancelled, strip_usage
-from streamlab.core.standin.request import ReadBody, Request, admit, head_end, parse_head, request_line_reply
+from streamlab.core.standin.request import ReadBody, admit, head_end, parse_head, request_line_reply
 from streamlab.core.standin.room import Options, Room, learner_of
 from streamlab.core.standin.scenarios import SCENARIOS, scenario
 from streamlab.core.standin.script import (
@@ -35,20 +34,6 @@ CHAT = shapes.chat_text_stream(["Hel", "lo ", "w\u00f6rld"], model="m")
 RESP = shapes.responses_text_stream(["alpha ", "beta ", "gamma ", "delta"], model="r")
 HI = [{"role": "user", "content": "hi"}]
 """The planner checks requests as the real API does (`messages` / `input` required), so requests here carry them."""
-
-
-def request(
-    method: str, target: str, body: object = None, *, key: str | None = None, headers: dict[str, str] | None = None
-) -> Request:
-    """A parsed request as the handler would build it."""
-    raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
-    lines = [f"{method} {target} HTTP/1.1", "Host: x"]
-    if key is not None:
-        lines.append(f"Authorization: Bearer {key}")
-    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    head = parse_head(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    assert not isinstance(head, Reply), head
-    return Request(head, raw)
 
 
 def chat(room: Room, body: object, **kw) -> object:
