@@ -124,19 +124,24 @@ def test_a_file_that_is_not_a_progress_file_is_refused_and_a_bad_entry_skipped()
 def test_the_catalogue_lists_every_registered_exercise_of_every_lab():
     for lab in labs_with_exercises():
         importlib.import_module(f"streamlab.exercises.lab{lab}")
-    catalogue = load_catalogue()
-    listed = {ex: name for lab in catalogue for ex, name in lab.exercises}
-    assert listed == {ex: e.name for ex, e in registry().items()}, "run tools/exercise_catalogue.py --write"
-    assert [lab.lab for lab in catalogue] == labs_with_exercises()
-    for lab in catalogue:  # a lab whose checkers came before its notebook has none yet
-        assert lab.notebook is None or (ROOT / "notebooks" / lab.notebook).is_file()
-        assert lab.notebook is None or lab.notebook.startswith(lab.lab + "-")
-        assert lab.title and not lab.title.startswith("Lab ")
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import exercise_catalogue
     finally:
         sys.path.remove(str(ROOT / "tools"))
+    typescript = exercise_catalogue.typescript_exercises()
+    assert typescript == {"12": {"12.1": "decodeAll", "12.2": "rebuildToolCalls", "12.3": "idleTimeout"}}
+    catalogue = load_catalogue()
+    listed = {ex: name for lab in catalogue for ex, name in lab.exercises}
+    expected = {ex: e.name for ex, e in registry().items()} | {
+        ex: n for lab in typescript.values() for ex, n in lab.items()
+    }
+    assert listed == expected, "run tools/exercise_catalogue.py --write"
+    assert [lab.lab for lab in catalogue] == sorted([*labs_with_exercises(), *typescript])
+    for lab in catalogue:  # a lab whose checkers came before its notebook has none yet
+        assert lab.notebook is None or (ROOT / "notebooks" / lab.notebook).is_file()
+        assert lab.notebook is None or lab.notebook.startswith(lab.lab + "-")
+        assert lab.title and not lab.title.startswith("Lab ")
     committed = (ROOT / "streamlab" / "data" / "exercises.json").read_text(encoding="utf-8")
     assert committed == exercise_catalogue.text(), (
         "data/exercises.json is out of date: run tools/exercise_catalogue.py --write"
