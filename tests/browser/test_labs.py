@@ -151,4 +151,5 @@ def test_a_lab_opened_before_it_runs_shows_its_quiz_as_a_quiz(
 def test_every_quiz_answers_a_click(lab_run: LabRun) -> None:
     problems = check_quizzes(lab_run)
     assert not problems, _report(problems)
-    assert lab_run.counts["quiz questions answered"] >= len(lab_run.expect.quizzes)
+    if not lab_run.expect.html_quizzes:  # the TypeScript lab's quiz is HTML: check_quizzes checked its questions
+        assert lab_run.counts["quiz questions answered"] >= len(lab_run.expect.quizzes)

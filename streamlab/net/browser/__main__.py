@@ -3,6 +3,7 @@
     python -m streamlab.net.browser                       # one live run, JSON on stdout
     python -m streamlab.net.browser --output run.json     # and written to a file
     python -m streamlab.net.browser --output streamlab/data/browser/lab12.json   # re-record what lab 12 replays
+    python -m streamlab.net.browser --recorded            # the recorded run lab 12 replays, no browser needed
 
 Exit status 0 on a run, 3 when Chromium or Playwright is missing (the message on stderr says how to install it).
 """
@@ -14,7 +15,7 @@ import json
 import sys
 
 from streamlab.net.browser.chromium import BrowserMissing
-from streamlab.net.browser.run import run_browser_lab, save
+from streamlab.net.browser.run import load_recorded, run_browser_lab, save
 
 __all__ = ["main"]
 
@@ -29,7 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--chromium", metavar="PATH", help="the Chromium executable (default: $STREAMLAB_CHROMIUM or PATH)"
     )
+    parser.add_argument(
+        "--recorded", action="store_true", help="print the run recorded in the package instead (what lab 12 replays)"
+    )
     args = parser.parse_args(argv)
+    if args.recorded:
+        print(json.dumps(load_recorded(), indent=1, ensure_ascii=False))
+        return 0
     try:
         result = run_browser_lab(chromium=args.chromium)
     except BrowserMissing as exc:
