@@ -30,6 +30,7 @@ VALUE_ANSWERS = {
     "breaker_table",
     "fail_over_or_not",
     "interval_ms",
+    "fixes",
 }
 """Exercises answered with a value (`name = ...`), not a function: a function stub is simply a wrong value."""
 

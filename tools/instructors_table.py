@@ -227,6 +227,18 @@ def _last_finish_reason(body: bytes) -> str:
     return reason
 
 
+def _held_when_headers_late(timings: dict[str, Any], done: bool) -> str:
+    if not done:
+        return "cut"
+    return "held" if timings["headers"] > 1.0 else "flows"
+
+
+def _longest_idle_totals_only(hops: list[dict[str, Any]], answer_seconds: float) -> tuple[Any, list[str]]:
+    idles = [hop["idle"] for hop in hops if hop["idle"] is not None]
+    short = [hop["name"] for hop in hops if hop["total"] is not None and hop["total"] < answer_seconds]
+    return (max(idles) / 2 if idles else None), short
+
+
 def _with(ex_id: str, **changes: str) -> Callable[[], Any]:
     """The hidden solution of `ex_id` (a dict), with some answers changed."""
     return lambda: {**solution(ex_id), **changes}
@@ -298,6 +310,12 @@ WRONG: dict[str, Wrong] = {
         "the fragments joined, as the SDK joins them",
         lambda: lambda fragments, offered: "".join(f or "" for f in fragments) or None,
     ),
+    "13.1": Wrong(
+        "the folklore: every header in the guides fixes it",
+        lambda: {**solution("13.1"), "Cache-Control: no-transform": True, "Cache-Control: no-cache": True},
+    ),
+    "13.2": Wrong("'held' whenever the headers came late", lambda: _held_when_headers_late),
+    "13.3": Wrong("half the longest idle timeout, and only total deadlines", lambda: _longest_idle_totals_only),
 }
 """One typical wrong answer per exercise: what it is, and how to make it."""
 

@@ -20,6 +20,9 @@ Lab 10: `plot_breaker_timeline` (each upstream's breaker state over time, and wh
 Lab 12: `plot_browser_run`, a recorded (or live) Chromium run of the chat page: the marks from the request to the
 first visible text beside the server's own first write, and rendering per token against per animation frame.
 
+Lab 13: `plot_path_timings`, one row per measured hop (`streamlab.net.proxy.measure`): when the reader got the
+headers, the first byte, the first event, the first text and the last event, and where a read was cut.
+
 Each takes an optional `ax` so they can be combined, and returns the Figure. Artists carry a `gid`
 ("chars:LABEL", "ttft:LABEL", "total:LABEL", "schedule:ttft", "schedule:total", "blank:streaming",
 "blank:buffered") so tests and learners can find them without relying on draw order.
@@ -55,6 +58,7 @@ __all__ = [
     "plot_repaints",
     "plot_interval_sweep",
     "plot_browser_run",
+    "plot_path_timings",
 ]
 
 DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -560,6 +564,72 @@ def plot_browser_run(timings: Mapping[str, object]) -> Figure:
     right.set_title("800 tokens: render per token or per frame")
     right.legend()
     fig.tight_layout()
+    return fig
+
+
+_PATH_MARKS = (  # (timings key, label, marker, colour, row offset): Okabe-Ito colours, told apart by shape too
+    ("headers", "headers", "|", "#000000", -0.24),
+    ("first_byte", "first byte", "o", "#E69F00", -0.12),
+    ("first_event", "first event", "^", "#56B4E9", 0.0),
+    ("first_text", "first text", "*", "#009E73", 0.12),
+    ("last_event", "last event", "s", "#0072B2", 0.24),
+)
+
+
+def plot_path_timings(
+    cases: Mapping[str, Mapping[str, object]],
+    *,
+    title: str = "What the reader got, and when",
+    ax: Axes | None = None,
+) -> Figure:
+    """Lab 13's figure: one row per case (`cases`: key -> a record of `streamlab.net.proxy.measure`, with its
+    `title` and `timings`), top to bottom in the order given. On each row, the moments the reader got the headers,
+    the first byte, the first event, the first text and the last event (seconds since the request; each mark a
+    little above or below the row, so marks at the same moment stay visible), a bar from the first event to the
+    last (a stream that flows has a long one; an answer held back until the end has none), and a cross where a
+    read ended without its last event (cut)."""
+    rows = list(cases.items())
+    fig, ax = _axes(ax, (10, 1.0 + 0.55 * len(rows)))
+    for y, (key, record) in enumerate(rows):
+        timings = record["timings"]
+        assert isinstance(timings, Mapping)
+        first, last = timings.get("first_event"), timings.get("last_event")
+        if isinstance(first, (int, float)) and isinstance(last, (int, float)):
+            ax.plot(
+                [first, last],
+                [y, y],
+                color="#0072B2",
+                linewidth=6,
+                alpha=0.25,
+                solid_capstyle="butt",
+                gid=f"span:{key}",
+            )
+        for name, _, marker, colour, offset in _PATH_MARKS:
+            at = timings.get(name)
+            if isinstance(at, (int, float)):
+                ax.plot(
+                    [at],
+                    [y + offset],
+                    marker=marker,
+                    color=colour,
+                    markersize=12 if marker == "|" else 7,
+                    markeredgewidth=2 if marker == "|" else 1,
+                    linestyle="none",
+                    gid=f"{name}:{key}",
+                )
+        end = timings.get("end")
+        if last is None and isinstance(end, (int, float)):
+            ax.plot([end], [y], marker="X", color="#D55E00", markersize=10, linestyle="none", gid=f"cut:{key}")
+    ax.set_yticks(range(len(rows)), [str(record.get("title", key)) for key, record in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("seconds since the request was sent (at the reader)")
+    ax.set_title(title)
+    handles = [Line2D([0], [0], marker=m, color=c, linestyle="none", markersize=8) for _, _, m, c, _ in _PATH_MARKS]
+    handles.append(Line2D([0], [0], marker="X", color="#D55E00", linestyle="none", markersize=8))
+    labels = [label for _, label, _, _, _ in _PATH_MARKS] + ["cut before the end"]
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(axis="x", alpha=0.3)
     return fig
 
 

@@ -12,12 +12,16 @@ sans-IO core (streamlab.core.proxy):
               nginx.conf and command line they make
     caddy     `CaddyOptions` (encode gzip, read_timeout, h2c or TLS) and the Caddyfile, command line and
               environment they make
+    cases     lab 13's measured cases (`CASES`: a hop, its options, the stream it reads), the stand-in script they
+              read, and the facts and timings of one read (`facts_of`, `timings_of`)
 
 I/O layer (streamlab.net.proxy):
     process   `ProxyProcess`: a proxy as a child process: its folder, port, readiness, SIGTERM then kill
     nginx     `NginxProxy`, `serve_nginx()` / `stop_nginx()`
     caddy     `CaddyProxy`, `serve_caddy()` / `stop_caddy()`
     asgi      `GzipApp`: the ASGI case, an app behind Starlette's GZipMiddleware; `serve_gzip_app()`
+    measure   lab 13's measurements: every case read through its hop, recorded to and replayed from
+              `streamlab/data/paths/lab13.json` (`python -m streamlab.net.proxy.measure`)
 
 A missing program is `streamlab.core.errors.ProxyUnavailable`, a bad option `ProxyConfigError`. The path such a proxy
 makes is graded by `streamlab check-path` (streamlab.core.pathcheck, streamlab.net.pathcheck).

@@ -36,10 +36,15 @@ __all__ = [
     "RoomScenario",
     "LABS",
     "MARKDOWN_TOKENS",
+    "PREFILL_SECONDS",
     "scenario",
     "scenario_of",
     "markdown_pieces",
 ]
+
+PREFILL_SECONDS = 3.0
+"""How long the `prefill` and `prefill-ping` scenarios keep the answer back (lab 13 puts a shorter idle timeout in
+front)."""
 
 LABS: dict[str, str] = {
     "01": "SSE by hand",
@@ -53,6 +58,7 @@ LABS: dict[str, str] = {
     "09": "troubleshooting",
     "10": "a gateway",
     "12": "TypeScript and the browser",
+    "13": "between the server and the screen",
 }
 """The labs by number, as the room scenarios refer to them."""
 
@@ -75,7 +81,7 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "scheduled",
         "chat/completions",
         "a Chat Completions answer, first token after 0.30 s, then one every 0.05 s (20 tokens)",
-        ("01", "04", "07", "08", "10", "12"),
+        ("01", "04", "07", "08", "10", "12", "13"),
     ),
     RoomScenario(
         "responses", "responses", "responses", "the same schedule as a Responses stream", ("01", "03", "06", "08")
@@ -99,7 +105,7 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "stall",
         "chat/completions",
         "two tokens, then only ': ping' keep-alive comments every second, forever",
-        ("05", "06", "07", "09", "12"),
+        ("05", "06", "07", "09", "12", "13"),
     ),
     RoomScenario(
         "background",
@@ -150,7 +156,7 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "reset",
         "chat/completions",
         "three of five words, then the connection reset (RST) in the middle of the answer",
-        ("12",),
+        ("12", "13"),
     ),
     RoomScenario(
         "clean-end",
@@ -179,6 +185,22 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         "chat/completions",
         "a long Markdown answer from a fast model: 800 small tokens 2 ms apart (render every token, or once a frame)",
         ("12",),
+    ),
+    RoomScenario(
+        "prefill",
+        "prefill",
+        "chat/completions",
+        f"a long prefill: the headers, then no byte for {PREFILL_SECONDS:g} s, then five tokens 0.05 s apart "
+        "(a proxy's idle timeout shorter than that cuts it)",
+        ("13",),
+    ),
+    RoomScenario(
+        "prefill-ping",
+        "prefill-ping",
+        "chat/completions",
+        f"the same {PREFILL_SECONDS:g} s prefill with a ': ping' keep-alive comment at once and every second, then "
+        "the five tokens",
+        ("13",),
     ),
 )
 """Every named scenario, in the order `--list` prints them."""
@@ -324,6 +346,22 @@ def _markdown() -> Scenario:
     return {"markdown": [Episode(steps + [Send(f) for f in frames[len(pieces) + 1 :]])]}
 
 
+_PREFILL_WORDS = ["After ", "a ", "long ", "pre", "fill."]
+
+
+def _prefill() -> Scenario:
+    frames = shapes.chat_text_stream(_PREFILL_WORDS, model="prefill")
+    return {"prefill": [Episode(paced(frames, first=PREFILL_SECONDS, gap=0.05))]}
+
+
+def _prefill_ping() -> Scenario:
+    frames = shapes.chat_text_stream(_PREFILL_WORDS, model="prefill-ping")
+    pings: list[Step] = []
+    for _ in range(int(PREFILL_SECONDS)):
+        pings += [KeepAlive(), Wait(1.0)]
+    return {"prefill-ping": [Episode(pings + paced(frames, gap=0.05))]}
+
+
 _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "ttft": _ttft,
     "responses": _responses,
@@ -341,6 +379,8 @@ _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "no-done": _no_done,
     "long": _long,
     "markdown": _markdown,
+    "prefill": _prefill,
+    "prefill-ping": _prefill_ping,
 }
 
 

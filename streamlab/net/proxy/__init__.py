@@ -8,4 +8,6 @@ I/O layer (streamlab.net.proxy):
     nginx     `NginxProxy`, `serve_nginx()` / `stop_nginx()`
     caddy     `CaddyProxy`, `serve_caddy()` / `stop_caddy()`
     asgi      `GzipApp`: the ASGI case, an app behind Starlette's GZipMiddleware; `serve_gzip_app()`
+    measure   lab 13's measurements: every case read through its hop, recorded to and replayed from
+              `streamlab/data/paths/lab13.json` (`python -m streamlab.net.proxy.measure`)
 """
