@@ -17,7 +17,7 @@ checks that each name comes from the module that defines it.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -127,6 +127,97 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = ["__version__", *_EXPORTS]  # the one list is _EXPORTS; tests/test_exported_members.py pins it
+
+if TYPE_CHECKING:  # what a type checker sees: each public name with its real type (tests/test_exported_members.py
+    # holds this block to _EXPORTS); at run time the names stay lazy (__getattr__ below)
+    from streamlab.core.accumulate import ChatAccumulator as ChatAccumulator
+    from streamlab.core.accumulate import ResponsesAccumulator as ResponsesAccumulator
+    from streamlab.core.accumulate import replay as replay
+    from streamlab.core.endings import Ending as Ending
+    from streamlab.core.endings import Outcome as Outcome
+    from streamlab.core.endings import outcome_of as outcome_of
+    from streamlab.core.errors import BadStatus as BadStatus
+    from streamlab.core.errors import ConnectFailed as ConnectFailed
+    from streamlab.core.errors import ConnectionBroken as ConnectionBroken
+    from streamlab.core.errors import DeadlineExceeded as DeadlineExceeded
+    from streamlab.core.errors import ErrorInStream as ErrorInStream
+    from streamlab.core.errors import EventTooLarge as EventTooLarge
+    from streamlab.core.errors import FrameError as FrameError
+    from streamlab.core.errors import IdleTimeout as IdleTimeout
+    from streamlab.core.errors import IncompleteEvent as IncompleteEvent
+    from streamlab.core.errors import NotAnEventStream as NotAnEventStream
+    from streamlab.core.errors import ReadStalled as ReadStalled
+    from streamlab.core.errors import RequestNotSent as RequestNotSent
+    from streamlab.core.errors import ResumeError as ResumeError
+    from streamlab.core.errors import RetryError as RetryError
+    from streamlab.core.errors import SequenceError as SequenceError
+    from streamlab.core.errors import SSELimitError as SSELimitError
+    from streamlab.core.errors import StreamEndError as StreamEndError
+    from streamlab.core.errors import StreamlabError as StreamlabError
+    from streamlab.core.errors import ToolCallError as ToolCallError
+    from streamlab.core.harness.fixtures import data_dir as data_dir
+    from streamlab.core.harness.fixtures import load_fixture as load_fixture
+    from streamlab.core.harness.fixtures import load_fixtures as load_fixtures
+    from streamlab.core.harness.fuzz import chunks_at as chunks_at
+    from streamlab.core.harness.fuzz import run_harness as run_harness
+    from streamlab.core.harness.fuzz import show_split as show_split
+    from streamlab.core.harness.fuzz import smallest_failing_split as smallest_failing_split
+    from streamlab.core.reading import TimedEvent as TimedEvent
+    from streamlab.core.relay.stream import RelayedStream as RelayedStream
+    from streamlab.core.resume import SequenceCursor as SequenceCursor
+    from streamlab.core.retry import RetryPolicy as RetryPolicy
+    from streamlab.core.shapes import chat_text_stream as chat_text_stream
+    from streamlab.core.shapes import responses_text_stream as responses_text_stream
+    from streamlab.core.sse import SSEEvent as SSEEvent
+    from streamlab.core.sse import SSEParser as SSEParser
+    from streamlab.core.sse import is_event_stream as is_event_stream
+    from streamlab.core.sse import parse as parse
+    from streamlab.core.standin.scenarios import RoomScenario as RoomScenario
+    from streamlab.core.standin.scenarios import scenario as scenario
+    from streamlab.core.standin.scenarios import scenario_of as scenario_of
+    from streamlab.core.standin.script import Cut as Cut
+    from streamlab.core.standin.script import End as End
+    from streamlab.core.standin.script import Episode as Episode
+    from streamlab.core.standin.script import KeepAlive as KeepAlive
+    from streamlab.core.standin.script import Send as Send
+    from streamlab.core.standin.script import Stall as Stall
+    from streamlab.core.standin.script import StoredResponse as StoredResponse
+    from streamlab.core.standin.script import Wait as Wait
+    from streamlab.core.standin.script import error_episode as error_episode
+    from streamlab.core.standin.script import paced as paced
+    from streamlab.net.chaos.proxy import ChaosProxy as ChaosProxy
+    from streamlab.net.chaos.proxy import serve_chaos as serve_chaos
+    from streamlab.net.chaos.proxy import stop_chaos as stop_chaos
+    from streamlab.net.check import check_endpoint as check_endpoint
+    from streamlab.net.client import astream_chat as astream_chat
+    from streamlab.net.client import astream_responses as astream_responses
+    from streamlab.net.client import resume_response as resume_response
+    from streamlab.net.client import stream_chat as stream_chat
+    from streamlab.net.client import stream_responses as stream_responses
+    from streamlab.net.eventstream import AsyncEventStream as AsyncEventStream
+    from streamlab.net.eventstream import EventStream as EventStream
+    from streamlab.net.gateway.app import Gateway as Gateway
+    from streamlab.net.gateway.app import serve_gateway as serve_gateway
+    from streamlab.net.gateway.app import stop_gateway as stop_gateway
+    from streamlab.net.progress import join_room as join_room
+    from streamlab.net.relay.app import Relay as Relay
+    from streamlab.net.relay.app import serve_relay as serve_relay
+    from streamlab.net.relay.app import stop_relay as stop_relay
+    from streamlab.net.relaycheck.run import check_relay as check_relay
+    from streamlab.net.resume import LastEventIdStream as LastEventIdStream
+    from streamlab.net.resume import ResumableResponseStream as ResumableResponseStream
+    from streamlab.net.retry import AsyncRetryingStream as AsyncRetryingStream
+    from streamlab.net.retry import RetryingStream as RetryingStream
+    from streamlab.net.sdk import AsyncSDKStreamView as AsyncSDKStreamView
+    from streamlab.net.sdk import SDKStreamView as SDKStreamView
+    from streamlab.net.sdk import read_sdk_stream as read_sdk_stream
+    from streamlab.net.standin.hostaddr import room_addresses as room_addresses
+    from streamlab.net.standin.server import StandIn as StandIn
+    from streamlab.net.standin.server import serve as serve
+    from streamlab.net.standin.server import stop_serving as stop_serving
+    from streamlab.tools.quizview import quiz as quiz
+    from streamlab.tools.quizview import quiz_answers as quiz_answers
+    from streamlab.tools.quizview import quiz_text as quiz_text
 
 
 def __getattr__(name: str) -> Any:

@@ -965,6 +965,45 @@ def test_a_stream_still_going_at_the_deadline_is_cut_and_not_a_finding() -> None
 
 
 @pytest.mark.net
+def test_the_deadline_falling_in_a_gap_between_tokens_is_the_checkers_cut_not_a_finding() -> None:
+    # Issue 36: on a loaded machine a slow model's gap between two tokens outlasts the deadline; the checker's own
+    # socket guard then shuts the socket, and that had been reported as "the body broke off" (a false FAIL).
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    first = shapes.chat_text_stream(WORDS)[0]
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    done = threading.Event()
+
+    def slow_model() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                _read_request(conn)
+                conn.sendall(head)
+                done.wait(0.8)  # a token late in the deadline: the next read's own timeout ends after the guard's
+                conn.sendall(b"%x\r\n%s\r\n" % (len(first), first))
+                done.wait(10)  # the next token is far away: the deadline falls inside this gap
+
+    thread = threading.Thread(target=slow_model, daemon=True)
+    thread.start()
+    try:
+        report = check_endpoint(
+            f"http://127.0.0.1:{listener.getsockname()[1]}/v1",
+            model="m",
+            timeout=5,
+            deadline=1.0,
+            probes=[PROBES["chat.plain"]],
+        )
+    finally:
+        done.set()
+        listener.close()
+    assert "the checker's deadline of 1 s: stopped reading (what never came is not a finding)" in report.probes[0]
+    assert "broke off" not in report.probes[0]
+    assert not report.issues(), report.render(passes=False)
+
+
+@pytest.mark.net
 def test_no_response_before_the_deadline_is_not_a_finding() -> None:
     with raw_server(b"", end=False) as port:  # reads the request, then says nothing
         report = check_endpoint(

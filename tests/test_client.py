@@ -513,12 +513,15 @@ def test_idle_timeout_counts_only_what_is_content(server):
 
 
 def test_deadline_while_bytes_keep_coming(server):
-    with (
-        pytest.raises(DeadlineExceeded),
-        stream_chat(server.base_url, {"model": "pings"}, read_timeout=5, deadline=0.3) as stream,
-    ):
+    # The stream is bound before it opens: under load a short deadline could fire while waiting for the headers,
+    # inside `with ... as stream`, which then left `stream` unbound (an UnboundLocalError, not a verdict). The
+    # deadline counts from the request, so it is given time for the headers on a loaded machine, and still ends
+    # the stream long before the pings do (they keep coming for 10 s).
+    stream = stream_chat(server.base_url, {"model": "pings"}, read_timeout=5, deadline=2.0)
+    with pytest.raises(DeadlineExceeded), stream:
         for _ in stream:
             pass
+    assert stream.end_reason == "deadline"
     assert stream.bytes_received > len(CHAT[0])  # keep-alives did arrive; the deadline still applies
 
 

@@ -7,6 +7,7 @@ tests wait on the state the events build, never on sleeps, and the only time bou
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -49,9 +50,17 @@ def test_a_label_never_holds_the_key_only_three_characters_and_a_salted_hash():
 @pytest.mark.parametrize("key, shown", [("ada", "a"), ("bo", "b"), ("x", ""), ("alice", "al"), ("sk-proj-x", "sk-")])
 def test_even_a_short_key_is_never_shown_whole(key: str, shown: str):
     label = learner_label(key, b"salt")
-    assert label.startswith(shown + "\u2026#") and len(label) == len(shown) + 8, label
+    assert re.fullmatch(re.escape(shown) + "\u2026#[0-9a-f]{6} [a-z]+ [a-z]+", label), label
     assert key not in label  # INSTRUCTORS.md: "a key is never shown whole"
     assert learner_label("ada", b"salt") != learner_label("amy", b"salt")  # same first letter, two learners
+
+
+def test_learners_with_the_same_first_letter_are_told_apart_by_two_words():
+    """Issue 36: `a\u2026#1685b7` and `a\u2026#16f5b1` cannot be told apart on a projector; two words can."""
+    labels = [learner_label(name, b"room salt") for name in ("ada", "amy", "alan", "anna", "ari", "abe")]
+    words = [label.split(" ", 1)[1] for label in labels]
+    assert len(set(words)) == len(words), labels
+    assert all(len(w.split()) == 2 and w.replace(" ", "").isalpha() for w in words)
 
 
 def test_the_board_counts_each_request_once_and_keeps_how_it_ended():
@@ -333,7 +342,7 @@ def test_the_page_and_its_files_are_served_from_the_package_with_a_strict_policy
         page = client.get(server.dashboard_url)
         assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
         assert "default-src 'none'" in page.headers["content-security-policy"]
-        assert '<script src="dashboard/dashboard.js"' in page.text and "<table>" in page.text
+        assert '<script src="dashboard/dashboard.js"' in page.text and '<table id="learners"' in page.text
         script = client.get(server.dashboard_url + "/dashboard.js")
         assert script.status_code == 200 and "EventSource" in script.text
         assert "innerHTML" not in script.text  # learner-chosen text (model names) is only ever textContent
@@ -489,3 +498,23 @@ def test_the_grid_keeps_at_most_max_exercises_columns():
     assert ada["verdicts"] == {"00.0": "not yet"}
     columns = {ex for r in rows.values() for ex in r["verdicts"]}
     assert len(columns) == MAX_EXERCISES and "99.9" not in columns
+
+
+def test_the_ttft_shown_is_the_time_to_first_text_not_first_byte():
+    """Issue 36: the dashboard's TTFT had been the first byte's (a role chunk at once: 12 ms in a room where
+    learners waited ~300 ms for words). A real stream whose role chunk leaves at once and whose first word 0.3 s
+    later shows about 300 ms, through the Chat route and the EventSource route alike."""
+    from streamlab.core.standin.script import Episode, Send, Wait
+
+    role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+    word = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+    episode = Episode([Send(role), Wait(0.3), Send(word), Send(b"data: [DONE]\n\n")])
+    with StandIn({"late": episode}) as server, httpx.Client(timeout=10) as client:
+        body = {"model": "late", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        client.post(server.url("chat/completions"), json=body, headers={"Authorization": "Bearer ada"})
+        client.get(server.url("chat/stream"), params={"model": "late", "key": "grace"})
+        assert server.wait_idle()
+        with client.stream("GET", server.dashboard_url + "/events") as feed:  # what a page gets: a snapshot first
+            snapshot = json.loads(next(line for line in feed.iter_lines() if line.startswith("data: "))[6:])
+        assert [r["ttft_ms"] >= 290 for r in snapshot["rows"]] == [True, True], snapshot
+        assert snapshot["totals"]["ttft_p50_ms"] >= 290

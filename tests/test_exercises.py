@@ -5,12 +5,14 @@ hidden solution passes.)"""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 import streamlab.exercises
+from streamlab.core.sse import SSEParser
 from streamlab.exercises import check, labs_with_exercises, load_lab, registry, verdict
 
 LABS = tuple(labs_with_exercises())  # every lab that has an exercises module: 01 to 05, and 06 on as they come
@@ -63,7 +65,7 @@ def test_untouched_stubs_are_not_attempted(ex_id: str) -> None:
         assert verdict(ex_id, _stub) == f"Exercise {ex_id}: not attempted yet"
 
 
-@pytest.mark.parametrize("ex_id", ["01.5", "01.6", "03.1", "05.2", "05.3"])
+@pytest.mark.parametrize("ex_id", ["01.5", "01.6", "03.1", "04.5", "05.2", "05.3", "11.3"])
 def test_a_crash_is_reported_with_the_input_that_caused_it(ex_id: str) -> None:
     text = verdict(ex_id, _crash)
     assert text.startswith(f"Exercise {ex_id}: not yet:")
@@ -136,3 +138,101 @@ def test_an_interval_in_milliseconds_is_judged_on_the_budgets_not_the_unit() -> 
     for ms in (0, 1, 10, 100):
         text = verdict("10.3", ms)
         assert text.startswith("Exercise 10.3: not yet: at ") and "looks like seconds" not in text, text
+
+
+# --- typical wrong answers that used to pass, and verdicts that said too little (issue 36) ----------------------
+
+
+def test_retrying_only_500_to_504_is_not_the_rule() -> None:
+    def familiar_five(status, delivered):  # every status the lab's stand-in sends is in 500-504
+        return delivered == 0 and (status is None or status in (408, 409, 429) or 500 <= status <= 504)
+
+    text = verdict("05.2", familiar_five)
+    assert text.startswith("Exercise 05.2: not yet: HTTP 505 before any event"), text
+    assert "every 5xx" in text
+
+
+def _finish_of_any_choice(body: bytes) -> str:
+    """11.3 written as if a stream had one choice: the last finish_reason of any choice."""
+    events = SSEParser().feed(body)
+    if not events:
+        return "empty"
+    if events[-1].data != "[DONE]":
+        return "truncated"
+    reason = None
+    for event in events[:-1]:
+        for choice in json.loads(event.data).get("choices") or []:
+            reason = choice.get("finish_reason") or reason
+    return reason or "interrupted"
+
+
+def test_reading_the_finish_reason_of_any_choice_is_wrong() -> None:
+    text = verdict("11.3", _finish_of_any_choice)
+    assert text.startswith("Exercise 11.3: not yet: 2 of "), text
+    assert "'length', not 'stop'" in text and "'interrupted', not 'stop'" in text and "choice 0" in text
+
+
+def test_a_crash_in_how_it_ended_says_on_which_body_and_why() -> None:
+    def every_chunk_has_a_choice(body: bytes) -> str:
+        reason = "interrupted"
+        for event in SSEParser().feed(body):
+            if event.data != "[DONE]":
+                reason = json.loads(event.data)["choices"][0].get("finish_reason") or reason
+        return reason
+
+    text = verdict("11.3", every_chunk_has_a_choice)
+    assert "your code raised IndexError: list index out of range;" in text, text
+    assert "on the body of a documented stream with a usage chunk" in text and "`choices` is empty" in text
+
+    def no_done_test(body: bytes) -> str:
+        return [json.loads(e.data) for e in SSEParser().feed(body)] and "stop"
+
+    text = verdict("11.3", no_done_test)
+    assert "JSONDecodeError" in text and "`data: [DONE]` is not JSON" in text, text
+
+
+def test_a_crash_in_first_visible_says_on_which_stream_and_why() -> None:
+    def every_chunk_has_a_choice(arrivals):
+        for at, event in arrivals:
+            if event.data != "[DONE]" and json.loads(event.data)["choices"][0]["delta"].get("content"):
+                return at
+        return None
+
+    text = verdict("04.5", every_chunk_has_a_choice)
+    assert text.startswith("Exercise 04.5: not yet: on the stream with no text at all"), text
+    assert "IndexError: list index out of range;" in text and "usage chunk's `choices` is an empty list" in text
+
+
+def test_the_first_fragment_is_not_the_name_when_the_pieces_say_otherwise() -> None:
+    def first_if_offered(fragments, offered):
+        pieces = [p for p in fragments if p]
+        joined = "".join(pieces)
+        if joined in offered:
+            return joined
+        return pieces[0] if pieces and pieces[0] in offered else None
+
+    text = verdict("11.4", first_if_offered)
+    assert text.startswith("Exercise 11.4: not yet: an offered name, then a piece"), text
+    assert "join to 'get_weather_v2'" in text and "the first fragment alone names nothing" in text
+
+
+@pytest.mark.net
+def test_a_long_relay_verdict_is_cut_at_the_end_of_a_word() -> None:
+    """07.1's verdict quotes the checker's evidence, cut to 220 characters: at a word's end, never mid-word."""
+    from streamlab.exercises import lab07
+    from streamlab.exercises.lab07 import _clip
+
+    async def whole_body(upstream, stream):  # the typical wrong answer: wait for the whole body
+        yield b"".join([chunk async for chunk in upstream.aiter_bytes()])
+
+    report = lab07.check_relay(
+        lambda upstream: lab07.learner_relay(whole_body, upstream), requirements=(1,), **lab07.CHECKER
+    )
+    evidence = report.failures[0].evidence
+    assert len(evidence) > 220, evidence  # long enough to be cut
+    clipped = _clip(evidence, 220)
+    assert len(clipped) <= 220 and clipped.endswith("...")
+    kept = clipped[:-3]
+    assert evidence.startswith(kept) and evidence[len(kept)] in " ,;:", (kept[-20:], evidence[len(kept) :][:20])
+    assert _clip("x" * 300, 220) == "x" * 300  # no word end to cut at: whole, never mid-word
+    assert _clip("short", 220) == "short"

@@ -7,6 +7,7 @@ streamlab/__init__.py (the one list: `__all__` is made from it): the failure say
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
 import importlib.util
@@ -179,3 +180,28 @@ def test_docstrings_advertise_only_modules_that_exist() -> None:
     for package in packages:
         for dotted in re.findall(r"`(streamlab(?:\.[a-z_][a-z0-9_]*)+)`", package.__doc__ or ""):
             assert importlib.util.find_spec(dotted) is not None, f"{package.__name__} docstring names {dotted}"
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """What `streamlab/__init__.py`'s `if TYPE_CHECKING:` block imports: each name and the module it comes from,
+    checked to be the explicit re-export form (`import X as X`) that every type checker honours."""
+    tree = ast.parse((ROOT / "streamlab" / "__init__.py").read_text(encoding="utf-8"))
+    blocks = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    ]
+    assert len(blocks) == 1, "streamlab/__init__.py needs one `if TYPE_CHECKING:` block of the public names"
+    found: dict[str, str] = {}
+    for node in blocks[0].body:
+        assert isinstance(node, ast.ImportFrom) and node.module, f"only `from MODULE import NAME as NAME` there: {node}"
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{alias.name}: write `{alias.name} as {alias.name}` (a re-export)"
+            found[alias.name] = node.module
+    return found
+
+
+def test_type_checkers_see_every_public_name_with_its_type() -> None:
+    """The lazy `__getattr__` returns Any: without the TYPE_CHECKING imports every public name was Any to mypy
+    and pyright (issue 35). The block holds exactly `_EXPORTS`, each from its defining module."""
+    assert _type_checking_imports() == streamlab._EXPORTS

@@ -205,7 +205,7 @@ def test_a_hostile_model_name_never_breaks_the_dashboard_feed(no_leaked_threads)
         seen = read_feed_until(watching, b'"model":"m"')  # bob's row came after every hostile one
         with open_feed(server.port) as fresh:  # a page that connects now gets a snapshot holding those rows
             snapshot = read_feed_until(fresh, b'"requests":8')
-        assert b"\\ud800" in seen and b"\\u009b31m" in snapshot  # ada's row shows her last model, escaped
+        assert b"\\ud800" in seen and b"\\\\x9b31m" in snapshot  # ada's row shows her last model, escaped (N21)
         for feed in (seen, snapshot):
             assert not any(byte in feed for byte in TERMINAL_BYTES)
             frames = [line for line in feed.split(b"\n") if line.startswith(b"data: {")]

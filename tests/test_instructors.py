@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import standin_base, streamlab_cli
 
 from streamlab.core.standin.scenarios import scenario
 from tools.instructors_table import (
@@ -182,3 +183,33 @@ def test_the_scenario_table_matches_the_room_stand_ins_list() -> None:
     body = DOC.split("| model | scenario | what it plays | labs |", 1)[1].split("\n\n", 1)[0]
     table = {cells[0].strip("`"): (cells[1], tuple(cells[3].split())) for cells in map(_split, body.splitlines()[2:])}
     assert table == {s.model: (s.name, s.labs) for s in ROOM_SCENARIOS}
+
+
+# -- the demos: what the guide says a command prints is what it prints ---------------------------------------------
+
+DEMO_08 = DOC.split("**Lab 08, verify an endpoint.**", 1)[1].split("\n\n", 1)[0]
+CHECK_LINE = re.compile(r"^\s+(PASS|WARN|FAIL|SKIP)\s+(\S+)", re.M)
+
+
+@pytest.mark.net
+def test_the_lab_08_demo_prints_what_the_guide_says() -> None:
+    """The room stand-in started as an instructor does (`streamlab standin`), then the guide's own `streamlab check`
+    command run against it: its summary line is the one the guide quotes, every check that fails or skips is named
+    in the guide's paragraph, and no check that passes is named there as if it had not."""
+    command = re.search(r"`(streamlab check \$ROOM [^`]*)`", DEMO_08)
+    summary = re.search(r"`(\d+ pass, \d+ warn, \d+ fail, \d+ skip: \w+ \(exit \d+\))`", DEMO_08)
+    assert command and summary, "the lab 08 demo names its command and quotes the summary line it ends with"
+    with streamlab_cli("standin", "--port", "0", "--quiet") as standin:
+        room = standin_base(standin)
+        args = [room if arg == "$ROOM" else arg for arg in command.group(1).split()[1:]]
+        done = subprocess.run(
+            [sys.executable, "-m", "streamlab", *args], capture_output=True, text=True, timeout=240, check=False
+        )
+    out = done.stdout
+    assert out.rstrip().splitlines()[-1] == summary.group(1), out[-1500:]
+    assert f"(exit {done.returncode})" in summary.group(1)
+    verdicts = dict((name, word) for word, name in CHECK_LINE.findall(out))
+    named = set(re.findall(r"`([a-z_]+\.[a-z_]+)`", DEMO_08))
+    not_passing = {name for name, word in verdicts.items() if word != "PASS"}
+    assert not_passing <= named, f"the guide does not say that these fail or skip: {sorted(not_passing - named)}"
+    assert not named & {name for name, word in verdicts.items() if word == "PASS"}, "the guide names passing checks"

@@ -91,6 +91,8 @@ LEAVES_NOTHING_TO_GRADE = {
     "drop_usage": {"usage.choices", "usage.counts"},
     "error_in_stream_field": {"error.shape"},
     "tools_ignored": {"tools.index", "tools.header", "tools.name", "tools.arguments", "tools.finish"},
+    "stream_options_400": {"usage.chunk", "usage.choices", "usage.counts"},
+    "responses_tools_ignored": {"responses.arguments"},
 }
 """A fault that removes what other checks read (no usage chunk, no error body) makes them skip."""
 RESPONSES = {c for c in CHECK_IDS if c.startswith("responses.")}
@@ -99,7 +101,7 @@ RESPONSES = {c for c in CHECK_IDS if c.startswith("responses.")}
 def expected_skips(name: str) -> set[str]:
     """Every skip follows from a declared quirk, or from a Responses route that is not served (all its checks)."""
     profile = PROFILES[name]
-    skips = {c for q in profile.quirks for c in LEAVES_NOTHING_TO_GRADE.get(q.fault, ())}
+    skips = {c for fault in profile.faults for c in LEAVES_NOTHING_TO_GRADE.get(fault, ())}
     if profile.responses_404 is not None:
         skips |= RESPONSES
     return skips - set(profile.expected())
@@ -131,7 +133,7 @@ def test_each_fault_is_used_and_each_profile_differs() -> None:
 # -- documented where the docstring says ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [n for n in PROFILE_NAMES if n != "broken"])
+@pytest.mark.parametrize("name", [n for n in PROFILE_NAMES if n not in ("broken", "reasoning", "usage-over-cap")])
 def test_every_quirk_of_a_real_server_cites_its_sources_in_the_profile_doc(name: str) -> None:
     profile = PROFILES[name]
     assert profile.doc and profile.title

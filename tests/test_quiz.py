@@ -27,9 +27,11 @@ from streamlab.tools.quizview import (
     quiz_answers,
     quiz_html,
     quiz_text,
+    seal,
     shows,
     site_quiz,
     text_of,
+    unseal,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +92,75 @@ def test_every_question_and_answer_explains_itself_and_names_its_section(lab: st
 def test_the_right_answer_is_not_always_in_the_same_place(lab: str) -> None:
     places = [q.right_choice for q in load_quiz(lab).questions if q.kind == "multiple_choice"]
     assert len(set(places)) >= 2, places
+
+
+def _length_giveaways(questions: list) -> list[str]:
+    """How option lengths give a quiz's right answers away, if they do (the length a learner sees: an option's text
+    or code): the right option strictly the longest in more than a third of the multiple-choice questions; picking
+    the longest option (a tie split evenly) scoring more than a third where chance is a quarter; or one length rank
+    (second longest, shortest...) holding more than half of the right answers."""
+    problems = []
+    ranks: dict[int, list[str]] = {}
+    strictly_longest, score, asked = [], 0.0, 0
+    for question in questions:
+        if question.kind != "multiple_choice":
+            continue
+        asked += 1
+        sizes = [len(choice.text or choice.code) for choice in question.choices]
+        right = sizes[question.right_choice]
+        longest = [i for i, size in enumerate(sizes) if size == max(sizes)]
+        score += (question.right_choice in longest) / len(longest)
+        if longest == [question.right_choice]:
+            strictly_longest.append(question.id)
+        ranks.setdefault(sum(size > right for size in sizes), []).append(question.id)
+    if 3 * len(strictly_longest) > asked:
+        problems.append(f"the right option is strictly the longest in {strictly_longest} of {asked}")
+    if score > asked / 3:
+        problems.append(f"always picking the longest option scores {score:.1f} of {asked}")
+    problems += [
+        f"the right option has {rank} longer options in {held} of {asked}"
+        for rank, held in sorted(ranks.items())
+        if 2 * len(held) > asked
+    ]
+    return problems
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_right_answer_is_not_given_away_by_its_length(lab: str) -> None:
+    assert _length_giveaways(load_quiz(lab).questions) == []
+
+
+def test_the_length_check_sees_a_quiz_that_gives_its_answers_away() -> None:
+    """The check above is not blind: right options that are always the longest, or always the shortest, fail it."""
+
+    def quiz(right: str, wrong: str) -> list:
+        answers = [
+            {"answer": wrong, "correct": False, "feedback": "no"},
+            {"answer": right, "correct": True, "feedback": "yes"},
+            {"answer": wrong + "!", "correct": False, "feedback": "no"},
+        ]
+        return parse_quiz([_question(id=f"99-{k}", answers=answers) for k in range(1, 4)], lab="99").questions
+
+    longest = _length_giveaways(quiz("the right one, said at length", "short"))
+    assert any("strictly the longest" in p for p in longest) and any("scores 3.0 of 3" in p for p in longest)
+    assert _length_giveaways(quiz("yes", "a longer wrong option")) == [
+        "the right option has 2 longer options in ['99-1', '99-2', '99-3'] of 3"
+    ]
+
+
+SDK_STRICTER = [  # (question, what it must say): the quiz once repeated wrong claims about the SDK
+    ("05-2", "LengthFinishReasonError"),  # the `.stream()` helper raises for `length`: not every SDK loop is quiet
+    ("06-2", "LengthFinishReasonError"),
+    ("06-2", "ContentFilterFinishReasonError"),
+    ("03-5", "replaces `index` and `type`"),  # the SDK joins id and name like the arguments, but not these
+]
+
+
+@pytest.mark.parametrize(("qid", "said"), SDK_STRICTER, ids=[f"{q}-{s[:12]}" for q, s in SDK_STRICTER])
+def test_the_quiz_says_what_the_sdk_really_does(qid: str, said: str) -> None:
+    question = next(q for _, q in QUESTIONS if q.id == qid)
+    texts = [question.text, question.explain] + [c.text + c.feedback for c in question.choices]
+    assert any(said in text for text in texts), f"{qid} must say {said!r}"
 
 
 def test_question_ids_are_unique_across_all_quizzes() -> None:
@@ -504,23 +575,50 @@ def test_the_cli_stops_quietly_when_its_reader_goes_away() -> None:
 
 @pytest.mark.parametrize("lab", LABS)
 def test_the_sites_quiz_says_what_the_widget_says_for_every_answer(lab: str) -> None:
-    """The course site's quiz (docs/site/_static/quiz.js) shows the texts `site_quiz` made: each one must be what
-    the notebook's widget shows for the same click or number, and only the "Show all answers" part may hold the
-    answers before a click (the browser suite clicks the page itself: tests/browser/test_site.py)."""
+    """The course site's quiz (docs/site/_static/quiz.js) shows the texts `site_quiz` made, unsealed when the reader
+    clicks: each one must be what the notebook's widget shows for the same click or number (the browser suite
+    clicks the page itself, through quiz.js's own unsealing: tests/browser/test_site.py)."""
     view = build_quiz(lab)
     data = site_quiz(view.quiz)
-    assert data["answers"] == answers_html(view.quiz)
+    salt = data["salt"]
+    assert unseal(data["answers_seal"], f"{salt}:answers") == answers_html(view.quiz)
     for k, (question, item) in enumerate(zip(view.quiz.questions, data["questions"], strict=True)):
         assert (item["id"], item["kind"]) == (question.id, question.kind)
         if question.kind == "multiple_choice":
             for i, choice in enumerate(item["choices"]):
                 view.buttons[k][i].click()
-                assert choice["verdict"] == view.feedback[k].value
-                assert choice["correct"] is question.choices[i].correct
+                opened = unseal(choice["seal"], f"{salt}:{question.id}:{choice['letter']}")
+                assert opened["verdict"] == view.feedback[k].value
+                assert opened["correct"] is question.choices[i].correct
         else:
+            graded = unseal(item["seal"], f"{salt}:{question.id}:numeric")
             view.entries[k].value = repr(question.right_value.value)
-            right = next(e for e in item["numeric"] if e["kind"] == "value" and e["correct"])
+            right = next(e for e in graded["numeric"] if e["kind"] == "value" and e["correct"])
             assert right["verdict"] == view.feedback[k].value
             view.entries[k].value = "1e300"  # matches no entry: the default
-            assert item["default"] == view.feedback[k].value
-    assert giveaways(view.quiz, data["title"] + "".join(q["html"] + q["code"] for q in data["questions"])) == []
+            assert graded["default"] == view.feedback[k].value
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_sites_quiz_holds_no_answer_in_plain_text(lab: str) -> None:
+    """The page's source (the quiz-NN.js that docs/site/conf.py writes from `site_quiz`) shows the questions and
+    their choices, and nothing that tells the right one: no `correct` flag, no verdict, no explanation, no answer
+    line, no number a numeric question accepts."""
+    quiz = load_quiz(lab)
+    source = json.dumps(site_quiz(quiz), ensure_ascii=False)
+    assert '"correct"' not in source and "Right." not in source and "Not quite." not in source
+    assert giveaways(quiz, source) == [] and giveaways(quiz, html.unescape(source)) == []
+    for question in quiz.questions:
+        assert " ".join(question.explain.split()[:8]) not in html.unescape(source), question.id
+        for choice in question.choices:
+            assert choice.feedback[:40] not in html.unescape(source), question.id
+    assert all(shows(source, q.text) or shows(html.unescape(source), q.text) for q in quiz.questions)
+
+
+def test_sealing_round_trips_and_depends_on_the_key() -> None:
+    value = {"correct": True, "verdict": "<b>Right.</b> é, 日本 and 🎉"}
+    sealed = seal(value, "salt:01-1:b")
+    assert unseal(sealed, "salt:01-1:b") == value
+    assert "Right" not in sealed and seal(value, "salt:01-1:b") == sealed  # deterministic: the same site every build
+    with pytest.raises(ValueError):  # another key gives bytes that are not this JSON (nor, here, UTF-8 at all)
+        unseal(sealed, "salt:01-1:c")

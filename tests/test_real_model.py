@@ -34,14 +34,29 @@ pytestmark = [
 ]
 
 
+CUT_MARKS = ("(not a finding)", "(what never came is not a finding)")
+"""How `streamlab.net.check` marks a probe line whose stream the checker cut itself (its deadline, its size cap)."""
+
+
 def assert_exactly_the_profiles_quirks(report, profile: str) -> None:
-    """The checker found each quirk the stand-in's `profile` plays, with its status, and nothing else."""
+    """The checker found each quirk the stand-in's `profile` plays, with its status, and nothing else.
+
+    On a loaded machine the checker's own deadline can cut a probe; the checks that read what never came then
+    skip, which is no finding about the server. Such a quirk, missing only because its check skipped while a
+    probe was cut, makes the test skip (saying which); a false finding, a quirk whose check passed, or one that
+    skipped with no probe cut is a real mismatch and fails."""
     assert report.unreachable is None, report.unreachable
     found = report.issues()
     expected = PROFILES[profile].expected()
     false = {c: s for c, s in found.items() if expected.get(c) != s}
     missing = {c: s for c, s in expected.items() if found.get(c) != s}
-    assert not false and not missing, f"false findings {false}, missing quirks {missing}\n{report.render()}"
+    cuts = [line for line in report.probes if any(mark in line for mark in CUT_MARKS)]
+    skipped = {c for c in missing if (f := report.finding(c)) is not None and f.status is Status.SKIP}
+    excused = skipped if cuts else set()
+    real = {c: s for c, s in missing.items() if c not in excused}
+    assert not false and not real, f"false findings {false}, missing quirks {real}\n{report.render()}"
+    if excused:
+        pytest.skip(f"the checker's own cut left {sorted(excused)} ungraded (not a finding): {'; '.join(cuts)}")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from streamlab.core.accumulate import ResponsesAccumulator
 from streamlab.core.endings import Ending, Outcome
 from streamlab.core.errors import EventTooLarge, IdleTimeout, ResumeError, SequenceError
-from streamlab.core.resume import SequenceCursor, is_content_event, is_keepalive
+from streamlab.core.resume import SequenceCursor, is_content_event, is_keepalive, sequence_verdict
 from streamlab.core.shapes import (
     chat_text_stream,
     responses_frames,
@@ -98,6 +98,56 @@ def test_admit_data_treats_non_json_as_not_content() -> None:
     c = SequenceCursor()
     assert c.admit_data("[DONE]") == (False, None)
     assert c.admit_data('{"type": "a", "sequence_number": 0}') == (True, {"type": "a", "sequence_number": 0})
+
+
+def _repeating_keepalive_stream() -> list[dict]:
+    """A stream whose numbered keep-alive comes again with the same number, as a resumed stream may send it."""
+    events = responses_text_events(PIECES)
+    events[3:3] = [{"type": "keepalive"}]
+    numbered = [{**e, "sequence_number": n} for n, e in enumerate(events)]
+    numbered.insert(5, dict(numbered[3]))  # keep-alive number 3 again, after content 4
+    return numbered
+
+
+def test_one_sequence_rule_for_the_cursor_and_the_accumulator() -> None:
+    """Issue 35: the accumulator rejected a keep-alive that repeats a number, which the cursor accepts; inside the
+    relay and the gateway the accumulator then stopped following the content. One rule now: both accept it."""
+    events = _repeating_keepalive_stream()
+    cursor, acc = SequenceCursor(), ResponsesAccumulator()
+    for payload in events:
+        cursor.admit(payload)
+        acc.feed(SSEEvent(data=json.dumps(payload)))
+    assert acc.text == {(0, 0): TEXT} and acc.outcome() is Outcome.COMPLETE
+    assert cursor.value == acc.last_sequence_number == events[-1]["sequence_number"]
+    wrong = {"type": "response.output_text.delta", "sequence_number": 5, "delta": "x"}  # content 5 again
+    errors = []
+    acc = ResponsesAccumulator()
+    for feed in (SequenceCursor().admit, lambda p, acc=acc: acc.feed(SSEEvent(data=json.dumps(p)))):
+        for payload in events[:7]:  # up to number 5, the repeated keep-alive included
+            feed(payload)
+        with pytest.raises(SequenceError) as info:  # content: both readers refuse a replay, in the same terms
+            feed(wrong)
+        errors.append((info.value.kind, info.value.expected, info.value.got))
+    assert errors[0] == errors[1] == ("replayed", 6, 5)
+
+
+@pytest.mark.parametrize(
+    ("last", "got", "keepalive", "contiguous", "verdict"),
+    [
+        (None, 0, False, False, "new"),
+        (4, 5, False, True, "new"),
+        (4, 9, False, False, "new"),  # an accumulator fed without keep-alives sees gaps: not a loss to it
+        (4, 9, False, True, "skipped"),  # the cursor sees every event: 5-8 were lost
+        (4, 9, True, True, "skipped"),  # a keep-alive that jumps ahead reveals the loss too
+        (4, 4, True, False, "repeat"),
+        (4, 2, True, True, "repeat"),
+        (4, 4, False, False, "replayed"),
+        (4, 2, False, True, "replayed"),  # every number up to 4 was handled: 2 is a replay
+        (4, 2, False, False, "went backwards"),
+    ],
+)
+def test_the_sequence_rule(last: int | None, got: int, keepalive: bool, contiguous: bool, verdict: str) -> None:
+    assert sequence_verdict(last, got, keepalive=keepalive, contiguous=contiguous) == verdict
 
 
 def test_is_content_event() -> None:

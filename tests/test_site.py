@@ -144,3 +144,49 @@ def test_the_html_check_finds_missing_alt_text_dead_links_and_missing_anchors(tm
     assert any("'gone.html' points to a file that does not exist" in p for p in problems)
     assert any("no anchor 'nowhere' in README.html" in p for p in problems)
     assert any(p.startswith("missing page: docs/glossary.md") for p in problems)
+
+
+def _page_with_download(href: str) -> str:
+    """A page as the Book theme writes it: its download menu's ".ipynb" (or ".md") button."""
+    return (
+        f'<p id="top">ok</p><a href="{href}" target="_blank"\n   class="btn btn-sm btn-download-source-button '
+        'dropdown-item"\n   title="Download source file">.ipynb</a>'
+    )
+
+
+def test_every_download_button_offers_its_pages_committed_file(tmp_path: Path):
+    """The ".ipynb" button of every page used to open an empty `_sources/` folder (the sources were not copied):
+    a link to a folder is refused, and after the build's last step every button offers the page's own file, as
+    committed (not the staged copy whose links were rewritten for the site)."""
+    out = tmp_path / "html"
+    for page in site.pages():
+        html_page = out / site.page_html(page)
+        html_page.parent.mkdir(parents=True, exist_ok=True)
+        depth = "../" * (len(Path(site.page_html(page)).parts) - 1)
+        html_page.write_text(_page_with_download(f"{depth}_sources/"), encoding="utf-8")
+    (out / "_sources").mkdir()
+    assert any("'../_sources/' points to a folder" in p for p in site.check_output(out))
+    assert len(site.download_problems(out)) == len(site.pages())
+
+    for page in site.pages():
+        staged = "index.md" if page == "README.md" else page
+        depth = "../" * (len(Path(site.page_html(page)).parts) - 1)
+        (out / site.page_html(page)).write_text(_page_with_download(f"{depth}_sources/{staged}"), encoding="utf-8")
+        (out / "_sources" / staged).parent.mkdir(parents=True, exist_ok=True)
+        (out / "_sources" / staged).write_text("the staged copy, links rewritten", encoding="utf-8")
+    problems = site.download_problems(out)
+    assert len(problems) == len(site.pages()) and "does not offer notebooks/01-sse-by-hand.ipynb" in " ".join(problems)
+
+    site.committed_downloads(out)
+    assert site.download_problems(out) == [] and site.check_output(out) == []
+    lab = out / "_sources" / "notebooks" / "01-sse-by-hand.ipynb"
+    assert lab.read_bytes() == (ROOT / "notebooks" / "01-sse-by-hand.ipynb").read_bytes()
+
+
+def test_the_site_copies_the_sources_its_download_buttons_point_to():
+    """docs/site/conf.py keeps the copy the buttons need, under the page's own name (no ".txt" added)."""
+    spec = importlib.util.spec_from_file_location("site_conf", ROOT / "docs" / "site" / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    assert conf.html_copy_source is True and conf.html_sourcelink_suffix == ""
+    assert conf.html_theme_options["use_download_button"] is True

@@ -303,8 +303,8 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout():
     )
     with StandIn({"m": Episode([Send(f) for f in CHAT])}, idle_timeout=0.2) as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            started, received = time.monotonic(), bytearray()  # before the send: the server may be done first
             sock.sendall(request)
-            started, received = time.monotonic(), bytearray()
             while data := sock.recv(65536):  # returns b"" at the server's FIN; a 30 s timeout would raise
                 received += data
             idle = time.monotonic() - started

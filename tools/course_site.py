@@ -17,8 +17,11 @@ What it does, in order, and what makes it fail (exit 1, every problem listed):
    build/site/node with `npm install`, from the registry; nothing is fetched when the site is opened).
 3. Run Sphinx (MyST-NB, the Book theme; settings in docs/site/conf.py) with every warning an error: a broken
    cross-reference, a link to a section that does not exist, a page left out of the table of contents.
-4. Check the HTML it wrote: every page there, every `<img>` with a non-empty `alt`, every diagram labelled, and
-   every link inside the site pointing to a file and an anchor that exist.
+4. Put each page's committed file behind its download button (`_sources/<page>`: the lab as in the repository,
+   not the staged copy whose links were rewritten for the site; the home page's is README.md).
+5. Check the HTML it wrote: every page there, every `<img>` with a non-empty `alt`, every diagram labelled, every
+   link inside the site pointing to a file (never a bare folder) and an anchor that exist, and every page's
+   download button offering that page's own source.
 """
 
 from __future__ import annotations
@@ -335,13 +338,48 @@ class _Page(html.parser.HTMLParser):
             self.diagrams.append(a)
 
 
+SOURCES = "_sources"
+"""Where Sphinx copies each page's source, and the theme's download button points (docs/site/conf.py)."""
+
+
+def page_html(page: str) -> str:
+    """The HTML file a page becomes, relative to the site (the home page, README.md, is index.html)."""
+    return "index.html" if page == "README.md" else page.rsplit(".", 1)[0] + ".html"
+
+
+def committed_downloads(out: Path) -> None:
+    """Put each page's committed file where its download button points, over the staged copy Sphinx made."""
+    for page in pages():
+        staged = "index.md" if page == "README.md" else page
+        dest = out / SOURCES / staged
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / page, dest)
+
+
+def download_problems(out: Path) -> list[str]:
+    """Pages whose download button does not offer their own committed source."""
+    problems = []
+    for page in pages():
+        path = out / page_html(page)
+        if not path.is_file():
+            continue
+        found = re.search(r'<a href="([^"]*)"[^>]*btn-download-source-button', path.read_text(encoding="utf-8"))
+        if found is None:
+            problems.append(f"{page_html(page)}: no download button for the page's source")
+            continue
+        target = (path.parent / unquote(found.group(1))).resolve()
+        if not target.is_file() or target.read_bytes() != (ROOT / page).read_bytes():
+            problems.append(f"{page_html(page)}: the download button ({found.group(1)}) does not offer {page}")
+    return problems
+
+
 def check_output(out: Path) -> list[str]:
     """What is wrong with the built site: missing pages, images without alt text, unlabelled diagrams, links to
-    files or anchors that do not exist."""
+    files or anchors that do not exist, or to a folder."""
     problems = [
-        f"missing page: {page} (expected {page.rsplit('.', 1)[0]}.html)"
+        f"missing page: {page} (expected {page_html(page)})"
         for page in pages()
-        if page != "README.md" and not (out / (page.rsplit(".", 1)[0] + ".html")).is_file()
+        if page != "README.md" and not (out / page_html(page)).is_file()
     ]
     parsed = {}
     for path in sorted(out.rglob("*.html")):
@@ -372,6 +410,8 @@ def _link_problem(path: Path, href: str, parsed: dict[Path, _Page]) -> str | Non
     target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
     if not target.exists():
         return f"link {href!r} points to a file that does not exist"
+    if target.is_dir():
+        return f"link {href!r} points to a folder, not a file (a browser shows an empty listing, or nothing)"
     if parts.fragment and target.suffix == ".html":
         page = parsed.get(target)
         if page is not None and unquote(parts.fragment) not in page.ids:
@@ -396,7 +436,8 @@ def build(out: Path) -> list[str]:
         return [line.replace(str(src) + "/", "") for line in run.stderr.splitlines() if line.strip()] or [
             f"sphinx-build exited {run.returncode}"
         ]
-    return check_output(out)
+    committed_downloads(out)
+    return check_output(out) + download_problems(out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,10 @@ html_static_path = [str(HERE / "_static"), str(GENERATED), str(QUIZZES)]
 html_css_files = ["site.css"]
 html_js_files = ["mermaid.min.js", "mermaid-init.js", "quiz.js", "widget-note.js"]
 html_theme_options = {"show_toc_level": 2, "use_download_button": True, "home_page_in_toc": True}
-html_copy_source = False
+# The theme's download button (".ipynb" on a lab) links to the page's copied source: without the copy it pointed to
+# an empty _sources/ folder. tools/course_site.py then puts the committed file there, not the staged one.
+html_copy_source = True
+html_sourcelink_suffix = ""
 html_show_sourcelink = False
 exclude_patterns = ["_build", "README.md"]  # README.md is the home page, included by index.md
 

@@ -5,10 +5,15 @@ accumulators here are fed parsed `SSEEvent`s one at a time (sans-IO: no sockets,
 pieces per slot:
 
 * `ChatAccumulator` (Chat Completions): text, refusal and finish reason per choice index; tool calls
-  keyed by (choice index, tool index) with every fragment concatenated; usage; whether `[DONE]` came.
+  keyed by (choice index, tool index) with every fragment concatenated; usage; whether `[DONE]` came;
+  `reasoning` (a reasoning model's thinking, from `delta.reasoning_content` or `delta.reasoning`, never
+  mixed into `text`; a delta carrying both with the same text counts once) and `logprobs` (every chunk's
+  `logprobs.content` entries concatenated, per choice).
 * `ResponsesAccumulator` (Responses): text by (output_index, content_index), function-call arguments by
-  output_index, output items, the terminal status and usage; it checks that `sequence_number` strictly
-  increases and that the concatenated deltas equal the server's own `.done` values.
+  output_index, output items, the terminal status and usage; `reasoning_summary` / `reasoning_text` (the
+  reasoning events' text, apart from the answer) and `queued` (`response.queued` came); it checks
+  `sequence_number` by the resume cursor's one rule (`streamlab.core.resume.sequence_verdict`: a number above
+  the last, but a keep-alive may repeat one) and that the concatenated deltas equal the `.done` values.
 
 Both give `outcome()`, one of five `Outcome`s. "The loop ended" is not "the answer is complete":
 
@@ -49,7 +54,8 @@ from typing import Any, NamedTuple, TypeVar
 from streamlab.core.endings import Outcome
 from streamlab.core.errors import ErrorInStream, FrameError, SequenceError, ToolCallError
 from streamlab.core.pieces import EventReader, GrownText, LearnedShape, add_piece, joined, parse_arguments, short
-from streamlab.core.shapes import RESPONSES_TERMINAL_STATUS
+from streamlab.core.resume import sequence_verdict
+from streamlab.core.shapes import REASONING_FIELDS, RESPONSES_TERMINAL_STATUS
 from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = [
@@ -97,6 +103,15 @@ RESPONSES_KNOWN_EVENTS = frozenset(
 """Responses event types this accumulator knows (the ones it needs plus documented ones it may ignore).
 Anything else is counted in `unknown_events` and skipped, as the API reference tells clients to do."""
 
+_REASONING_EVENTS = {
+    "response.reasoning_summary_text.delta": ("reasoning_summary", "summary_index"),
+    "response.reasoning_summary_text.done": ("reasoning_summary", "summary_index"),
+    "response.reasoning_text.delta": ("reasoning_text", "content_index"),
+    "response.reasoning_text.done": ("reasoning_text", "content_index"),
+}
+"""The reasoning events whose text the Responses accumulator keeps (apart from the answer), and the index that
+names the part each one extends."""
+
 
 @dataclass
 class ToolCall:
@@ -127,7 +142,7 @@ class ToolCall:
 class Disagreement(NamedTuple):
     """A place where the concatenated deltas differ from the server's own final value."""
 
-    what: str  # "text", "refusal" or "arguments"
+    what: str  # "text", "refusal", "arguments", "reasoning_summary" or "reasoning_text"
     key: Any  # (output_index, content_index) for text and refusal, output_index for arguments
     built: str  # what the deltas concatenate to
     done: str  # what the `.done` event (or the done item) says
@@ -157,6 +172,10 @@ class ChatAccumulator(EventReader):
         self.chunks = 0
         self.ignored_events = 0
         self.choices: set[int] = set()
+        self._reasoning: dict[int, list[str]] = {}
+        self.reasoning_fields: dict[str, int] = {}  # delta field name -> deltas that carried it (see `reasoning`)
+        self.reasoning_mirrored = 0  # deltas that carried the same text in both reasoning fields (kept once)
+        self.logprobs: dict[int, list[dict[str, Any]]] = {}  # choice -> every chunk's logprobs.content, in order
         self._shape = LearnedShape()  # of the latest text chunks: they are read without decoding all their JSON
 
     def feed(self, event: SSEEvent) -> None:
@@ -214,6 +233,8 @@ class ChatAccumulator(EventReader):
             and not delta.get("tool_calls")
             and not delta.get("role")
             and not choice.get("finish_reason")
+            and choice.get("logprobs") is None  # a learned shape would drop the next chunk's logprobs
+            and not any(name in delta for name in REASONING_FIELDS)  # and its reasoning
         ):
             self._shape.learn(data, obj, ("choices", 0, "delta", "content"), choice["index"])
 
@@ -226,6 +247,28 @@ class ChatAccumulator(EventReader):
     def refusal(self) -> dict[int, str]:
         """The refusal text of each choice so far (`delta.refusal`)."""
         return {i: joined(pieces) for i, pieces in self._refusal.items()}
+
+    @property
+    def reasoning(self) -> dict[int, str]:
+        """The reasoning text of each choice so far, kept apart from `text` (the answer).
+
+        Servers stream it in a delta field the OpenAI reference does not have: `reasoning_content` (DeepSeek,
+        llama.cpp, older vLLM) or `reasoning` (newer vLLM, Ollama, OpenRouter); `reasoning_fields` counts which
+        came. A delta that carries both with the same text is a mirror of one piece (vLLM's compatibility copy,
+        vllm-project/vllm#43933): it is kept once and counted in `reasoning_mirrored`, never doubled. Both with
+        different text are two pieces, kept in the order of `shapes.REASONING_FIELDS`."""
+        return {i: joined(pieces) for i, pieces in self._reasoning.items()}
+
+    def _reasoning_delta(self, i: int, delta: dict[str, Any]) -> None:
+        pieces = [delta[name] for name in REASONING_FIELDS if type(delta.get(name)) is str]
+        for name in REASONING_FIELDS:
+            if type(delta.get(name)) is str:
+                self.reasoning_fields[name] = self.reasoning_fields.get(name, 0) + 1
+        if len(pieces) == 2 and pieces[0] == pieces[1]:
+            self.reasoning_mirrored += 1
+            pieces = pieces[:1]
+        for piece in pieces:
+            add_piece(self._reasoning, i, piece)
 
     def _choice(self, choice: Any, event: SSEEvent) -> None:
         if not isinstance(choice, dict) or not isinstance(choice.get("index"), int):
@@ -242,6 +285,11 @@ class ChatAccumulator(EventReader):
             piece = delta.get(key)
             if type(piece) is str:  # null (or absent) on chunks that carry something else
                 add_piece(store, i, piece)
+        if "reasoning_content" in delta or "reasoning" in delta:
+            self._reasoning_delta(i, delta)
+        logprobs = choice.get("logprobs")
+        if type(logprobs) is dict and type(logprobs.get("content")) is list:  # null unless the request asked
+            self.logprobs.setdefault(i, []).extend(logprobs["content"])
         fragments = delta.get("tool_calls")
         if fragments is not None and type(fragments) is not list:
             self._typed(fragments, list, event, "choice {}'s 'delta.tool_calls'", i)
@@ -384,6 +432,9 @@ class ResponsesAccumulator(EventReader):
         self.last_sequence_number: int | None = None
         self.unknown_events = 0
         self.unknown_types: dict[str, int] = {}
+        self.queued = False  # `response.queued` came: a background response that waited for a worker
+        self._summary: dict[tuple[int, int], list[str]] = {}
+        self._reasoning_text: dict[tuple[int, int], list[str]] = {}
         self._final: list[tuple[str, Any, str]] = []  # (what, key, value from a .done event or done item)
 
     def feed(self, event: SSEEvent) -> None:
@@ -402,15 +453,13 @@ class ResponsesAccumulator(EventReader):
         if seq is not None:
             if not isinstance(seq, int):
                 raise FrameError(f"sequence_number must be an integer, got {seq!r}", event, self.events)
-            if self.last_sequence_number is not None and seq <= self.last_sequence_number:
-                raise SequenceError(
-                    "replayed" if seq == self.last_sequence_number else "went backwards",
-                    expected=self.last_sequence_number + 1,
-                    got=seq,
-                    event_type=kind,
-                    previous=self.last_sequence_number,
-                )
-            self.last_sequence_number = seq
+            last = self.last_sequence_number
+            verdict = sequence_verdict(last, seq, keepalive=kind == "keepalive")  # the cursor's rule, one home
+            if verdict == "new":
+                self.last_sequence_number = seq
+            elif verdict != "repeat":  # a keep-alive repeating a number is harmless; anything else is not
+                assert last is not None  # only a number after another can be a replay
+                raise SequenceError(verdict, expected=last + 1, got=seq, event_type=kind, previous=last)
         if kind == "error" or (obj.get("error") and kind not in RESPONSES_TERMINAL_STATUS):
             self.error = obj["error"] if isinstance(obj.get("error"), dict) else obj
             raise ErrorInStream(self.error, event_number=self.events)
@@ -434,6 +483,24 @@ class ResponsesAccumulator(EventReader):
     def arguments(self) -> dict[int, str]:
         """Function-call arguments so far (the deltas concatenated), by output_index."""
         return {oi: joined(pieces) for oi, pieces in self._arguments.items()}
+
+    @property
+    def reasoning_summary(self) -> dict[tuple[int, int], str]:
+        """Reasoning summary text so far (`response.reasoning_summary_text.delta`), by (output_index,
+        summary_index): kept apart from `text`, the answer."""
+        return {key: joined(pieces) for key, pieces in self._summary.items()}
+
+    @property
+    def reasoning_text(self) -> dict[tuple[int, int], str]:
+        """Raw reasoning text so far (`response.reasoning_text.delta`), by (output_index, content_index)."""
+        return {key: joined(pieces) for key, pieces in self._reasoning_text.items()}
+
+    @property
+    def reasoning(self) -> str:
+        """All reasoning so far, summary and raw text, in output order: what a UI shows as "thinking"."""
+        parts = [((oi, 0, si), text) for (oi, si), text in self.reasoning_summary.items()]
+        parts += [((oi, 1, ci), text) for (oi, ci), text in self.reasoning_text.items()]
+        return "".join(text for _, text in sorted(parts))
 
     def _need(self, obj: dict[str, Any], field: str, kind: str, event: SSEEvent, typ: type = int) -> Any:
         value = obj.get(field)
@@ -459,6 +526,19 @@ class ResponsesAccumulator(EventReader):
         elif kind == "response.function_call_arguments.done":
             oi = self._need(obj, "output_index", kind, event)
             self._final.append(("arguments", oi, self._need(obj, "arguments", kind, event, str)))
+        elif kind in _REASONING_EVENTS:
+            what, index = _REASONING_EVENTS[kind]
+            key = (self._need(obj, "output_index", kind, event), self._need(obj, index, kind, event))
+            if kind.endswith(".delta"):
+                add_piece(
+                    self._summary if what == "reasoning_summary" else self._reasoning_text,
+                    key,
+                    self._need(obj, "delta", kind, event, str),
+                )
+            else:
+                self._final.append((what, key, self._need(obj, "text", kind, event, str)))
+        elif kind == "response.queued":
+            self.queued = True
         elif kind in ("response.output_item.added", "response.output_item.done"):
             self._item(kind, obj, event)
         elif kind in RESPONSES_TERMINAL_STATUS:
@@ -510,6 +590,8 @@ class ResponsesAccumulator(EventReader):
             "text": self._text,
             "refusal": self._refusal,
             "arguments": self._arguments,
+            "reasoning_summary": self._summary,
+            "reasoning_text": self._reasoning_text,
         }
         out = []
         for what, key, done in self._final:

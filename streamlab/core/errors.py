@@ -39,12 +39,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from streamlab.core.endings import Ending
-
-if TYPE_CHECKING:
-    from streamlab.core.sse import SSEEvent
 
 __all__ = [
     "StreamlabError",
@@ -79,6 +76,17 @@ class StreamlabError(Exception):
     """The root of every exception streamlab raises."""
 
 
+class _Event(Protocol):
+    """What these exceptions read of an event (`streamlab.core.sse.SSEEvent` is one). The parser raises them, so
+    this module names the event's shape rather than importing the parser's class: no errors <-> sse cycle."""
+
+    @property
+    def event(self) -> str: ...
+
+    @property
+    def data(self) -> str: ...
+
+
 # --- bad input (also ValueError) -------------------------------------------------------------------
 
 
@@ -91,7 +99,7 @@ class SSELimitError(StreamlabError, ValueError):
     parsed is lost.
     """
 
-    def __init__(self, limit: str, value: int, offset: int, events: list[SSEEvent]) -> None:
+    def __init__(self, limit: str, value: int, offset: int, events: list[Any]) -> None:  # list[SSEEvent]
         if limit == "max_line_bytes":
             what = f"the line starting at stream byte offset {offset} is longer than {value} bytes"
         else:
@@ -108,7 +116,7 @@ class SSELimitError(StreamlabError, ValueError):
 class FrameError(StreamlabError, ValueError):
     """An event's `data` is not what the dialect promises (not JSON, not an object, a field missing)."""
 
-    def __init__(self, problem: str, event: SSEEvent, event_number: int) -> None:
+    def __init__(self, problem: str, event: _Event, event_number: int) -> None:
         self.event = event
         self.event_number = event_number
         self.text = event.data
@@ -121,8 +129,9 @@ class SequenceError(StreamlabError, ValueError):
 
     `kind` is "replayed" (a number already handled came again), "went backwards" (a smaller one came), or
     "skipped" (a larger one came: events were lost); `expected` is the number that should have come next
-    (for the accumulators, which only demand growth: one more than `previous`), `got` the number that came,
-    `event_type` the offending event's type. Everything handled before it is intact.
+    (one more than `previous`, the last one handled), `got` the number that came, `event_type` the offending
+    event's type. Everything handled before it is intact. The rule is one for every reader:
+    `streamlab.core.resume.sequence_verdict`.
     """
 
     def __init__(self, kind: str, *, expected: int, got: int, event_type: str, previous: int | None = None) -> None:
@@ -131,13 +140,13 @@ class SequenceError(StreamlabError, ValueError):
         self.got = got
         self.event_type = event_type
         self.previous = expected - 1 if previous is None else previous
-        if previous is not None:  # the accumulators' rule: numbers must strictly increase
+        if kind == "skipped":  # numbers follow one another: a larger one means events were lost
+            message = f"sequence_number {got} ({event_type}) skips {got - expected} event(s): expected {expected} next"
+        elif previous is not None:  # an accumulator's words: it cites the last number it handled
             message = (
                 f"sequence_number {kind}: {event_type!r} has sequence_number {got}, "
                 f"but {previous} was already handled (numbers must strictly increase)"
             )
-        elif kind == "skipped":  # the resume cursor's rule: numbers must follow one another
-            message = f"sequence_number {got} ({event_type}) skips {got - expected} event(s): expected {expected} next"
         else:
             message = f"sequence_number {got} ({event_type}) was already handled (a replay): expected {expected} next"
         super().__init__(message)

@@ -16,6 +16,9 @@ the request was sent):
   content delta, which may hold more than one model token).
 * total: when the response ended (the last byte read), whether or not text arrived.
 * blank-screen share: TTFT / total, the part of the whole wait spent looking at nothing.
+* first reasoning: a reasoning model streams its thinking (`delta.reasoning_content` / `delta.reasoning`,
+  Responses reasoning events) before the answer. That text is kept apart from the answer, so it never ends the
+  TTFT wait; `reasoning_timelines` and `first_outputs` time it separately (first reasoning, first answer text).
 
 `illustrative_*` functions do the arithmetic with round made-up numbers (total = TTFT + (n - 1) x gap);
 they are labelled ILLUSTRATIVE wherever they are printed or plotted, because they measure no real model.
@@ -48,6 +51,9 @@ __all__ = [
     "timing_from_arrivals",
     "timing_from_points",
     "first_visible_time",
+    "reasoning_timelines",
+    "FirstOutput",
+    "first_outputs",
     "illustrative_total",
     "illustrative_blank_share",
     "illustrative_tokens_by",
@@ -225,6 +231,69 @@ def first_visible_time(arrivals: Iterable[Any], start: float = 0.0) -> float | N
     """Seconds from `start` to the first event with visible text (the TTFT), or None if there was none."""
     points = chat_text_timeline(arrivals, start)
     return points[0][0] if points else None
+
+
+# -- reasoning before the answer --------------------------------------------------------------------------
+
+
+def _reasoning_chars(acc: ChatAccumulator | ResponsesAccumulator) -> int:
+    """Reasoning characters an accumulator holds (kept apart from the answer: see `ChatAccumulator.reasoning`)."""
+    if isinstance(acc, ResponsesAccumulator):
+        return len(acc.reasoning)
+    return sum(len(t) for t in acc.reasoning.values())
+
+
+def _grow(points: list[Point], rel: float, chars: int) -> None:
+    if chars > (points[-1][1] if points else 0):
+        if points and points[-1][0] == rel:
+            points[-1] = (rel, chars)
+        else:
+            points.append((rel, chars))
+
+
+def reasoning_timelines(
+    arrivals: Iterable[Any], start: float, *, dialect: str = "chat"
+) -> tuple[list[Point], list[Point]]:
+    """(reasoning points, answer points) of one stream of a reasoning model, read once: when the thinking grew
+    and when the answer's visible text grew, as `chat_text_timeline` counts it. A UI that shows the thinking
+    shows something at the first reasoning point; one that shows only the answer waits for the first answer
+    point, which is the TTFT of this module (reasoning is not the answer)."""
+    if dialect not in ("chat", "responses"):
+        raise ValueError(f"dialect must be 'chat' or 'responses', got {dialect!r}")
+    acc: ChatAccumulator | ResponsesAccumulator = ChatAccumulator() if dialect == "chat" else ResponsesAccumulator()
+    thinking: list[Point] = []
+    answer: list[Point] = []
+    last_t = -math.inf
+    for i, (t, event) in enumerate(_pairs(arrivals)):
+        if t < last_t:
+            raise ValueError(f"arrival {i} at {t!r} comes before the previous arrival at {last_t!r}")
+        last_t = t
+        acc.feed(event)
+        _grow(thinking, t - start, _reasoning_chars(acc))
+        _grow(answer, t - start, _chat_visible(acc))
+    return thinking, answer
+
+
+@dataclass(frozen=True)
+class FirstOutput:
+    """When a reasoning model's stream first showed something: `reasoning` (the first reasoning text) and
+    `answer` (the first answer text, the TTFT), in seconds since the request; None when none came."""
+
+    reasoning: float | None
+    answer: float | None
+
+    @property
+    def thinking(self) -> float | None:
+        """Seconds between the first reasoning and the first answer text (None unless both came)."""
+        if self.reasoning is None or self.answer is None:
+            return None
+        return self.answer - self.reasoning
+
+
+def first_outputs(arrivals: Iterable[Any], start: float = 0.0, *, dialect: str = "chat") -> FirstOutput:
+    """The first reasoning and the first answer text of one stream (see `reasoning_timelines`)."""
+    thinking, answer = reasoning_timelines(arrivals, start, dialect=dialect)
+    return FirstOutput(thinking[0][0] if thinking else None, answer[0][0] if answer else None)
 
 
 # -- the scripted schedule ------------------------------------------------------------------------------

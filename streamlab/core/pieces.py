@@ -5,9 +5,8 @@ Two things go wrong when an answer is rebuilt from thousands of deltas, and this
 * Growing a string with `s = s + piece` copies the whole string on every delta (quadratic: 200,000 deltas
   took 10-36 s). Here text is kept as a list of pieces and joined when read; the list then keeps just the
   joined string, so reading again costs nothing (`joined`, `add_piece`, and `GrownText` for a dataclass field).
-* `json.loads` fails in more ways than `JSONDecodeError`: Python refuses integers of more than 4,300 digits
-  (a plain `ValueError`) and nesting deeper than its recursion limit (`RecursionError`). `loads` turns every
-  one of them into a problem description, and `EventReader` turns that, or a field of the wrong type, into
+* `json.loads` fails in more ways than `JSONDecodeError` (too many digits, too deep: `streamlab.core.safejson`
+  turns each into a problem description), and `EventReader` turns that, or a field of the wrong type, into
   the documented `FrameError`, so no other exception escapes an accumulator whatever the JSON.
 
 And one thing makes them fast: a stream's chunks are nearly all the same JSON text but for one string (a Chat
@@ -25,6 +24,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # public at r
 from typing import Any
 
 from streamlab.core.errors import FrameError, ToolCallError
+from streamlab.core.safejson import json_problem, loads
 from streamlab.core.sse import SSEEvent
 
 __all__ = [
@@ -32,8 +32,6 @@ __all__ = [
     "add_piece",
     "GrownText",
     "short",
-    "loads",
-    "json_problem",
     "parse_arguments",
     "EventReader",
     "OneHole",
@@ -80,24 +78,6 @@ class GrownText:
 def short(text: str, width: int = 40) -> str:
     """`repr(text)`, cut to about `width` characters for an error message."""
     return repr(text) if len(text) <= width else repr(text[: width - 3] + "...")
-
-
-def loads(text: str, malformed: str) -> tuple[Any, str | None]:
-    """`json.loads`, with every way it can fail turned into a problem description (never an exception);
-    `malformed` words the common one (text that is not JSON at all)."""
-    try:
-        return json.loads(text), None
-    except (ValueError, RecursionError) as exc:
-        return None, json_problem(exc, malformed)
-
-
-def json_problem(exc: ValueError | RecursionError, malformed: str) -> str:
-    """What a failed `json.loads` means, in words (`malformed` for text that is not JSON at all)."""
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{malformed} ({exc})"
-    if isinstance(exc, RecursionError):
-        return "JSON nested deeper than Python's recursion limit"
-    return f"JSON that Python cannot read ({exc})"  # e.g. "Exceeds the limit (4300 digits) for integer ..."
 
 
 def parse_arguments(arguments: str, what: str) -> dict[str, Any]:

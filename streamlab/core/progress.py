@@ -13,6 +13,12 @@ The catalogue (`load_catalogue`) is `data/exercises.json`: every lab and the exe
 the table can list the exercises never checked without importing the labs' checkers (which would pull the
 whole library into the command line). `tools/exercise_catalogue.py --write` makes it from the registry in
 `streamlab.exercises`; tests/test_progress.py fails when the two disagree.
+
+A progress file outlives the version that wrote it. Recording a verdict (`recorded_text`) changes that one
+exercise's entry and keeps everything else as it was: keys and entries this version does not understand, a
+newer streamlab's included. A file of a newer format (`file_format` above `FORMAT`) is left as it is, never
+rewritten nor moved aside by this version (it had been moved aside as corrupt). A file over
+`MAX_PROGRESS_BYTES` is not one streamlab wrote (a real one is a few KB; a 127 MB one was read on every check).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ __all__ = [
     "PROGRESS_PATH",
     "MAX_VERDICT_BYTES",
     "FORMAT",
+    "MAX_PROGRESS_BYTES",
     "Entry",
     "ExerciseVerdict",
     "CatalogueLab",
@@ -38,6 +45,8 @@ __all__ = [
     "recorded",
     "parse_progress",
     "dump_progress",
+    "file_format",
+    "recorded_text",
     "load_catalogue",
     "progress_document",
     "progress_table",
@@ -57,6 +66,9 @@ MAX_VERDICT_BYTES = 1024
 
 FORMAT = 1
 """The version of the progress file's format (`dump_progress`)."""
+
+MAX_PROGRESS_BYTES = 1024 * 1024
+"""The largest progress file read: streamlab's own are a few KB (a verdict per exercise)."""
 
 
 @dataclass(frozen=True)
@@ -114,15 +126,40 @@ def recorded(progress: Mapping[str, Entry], exercise: str, verdict: str, at: str
     return {**progress, exercise: Entry(verdict, at, passed_at)}
 
 
-def parse_progress(text: str) -> dict[str, Entry]:
-    """The entries of a progress file. ValueError when the text is not a progress file at all (not JSON, not
-    this format); an entry that does not make sense is skipped, so one bad line never costs the rest."""
+def _document(text: str) -> dict[str, Any]:
+    """The JSON object of a progress file of any format; ValueError when it is not one."""
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("exercises"), dict):
+    version = doc.get("format") if isinstance(doc, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int) or version < FORMAT:
         raise ValueError(f"not a streamlab progress file (format {FORMAT})")
+    if not isinstance(doc.get("exercises"), dict):
+        raise ValueError(f"not a streamlab progress file (format {FORMAT}): no exercises")
+    return doc
+
+
+def file_format(text: str) -> int | None:
+    """The format a progress file says it has (None: not a progress file). Above `FORMAT`: a newer streamlab
+    wrote it, and this one only reads it."""
+    try:
+        return int(_document(text)["format"])
+    except ValueError:
+        return None
+
+
+def parse_progress(text: str) -> dict[str, Entry]:
+    """The entries of a progress file. ValueError when the text is not a progress file of this format (not
+    JSON, no format, a newer one: `file_format` tells them apart); an entry that does not make sense is
+    skipped, so one bad line never costs the rest."""
+    doc = _document(text)
+    if doc["format"] != FORMAT:
+        raise ValueError(f"a progress file of format {doc['format']}, not {FORMAT}")
+    return _entries(doc)
+
+
+def _entries(doc: dict[str, Any]) -> dict[str, Entry]:
     out: dict[str, Entry] = {}
     for exercise, item in doc["exercises"].items():
         if not (EXERCISE_ID.fullmatch(exercise) and isinstance(item, dict) and item.get("verdict") in VERDICTS):
@@ -136,6 +173,22 @@ def parse_progress(text: str) -> dict[str, Entry]:
 def dump_progress(progress: Mapping[str, Entry]) -> str:
     """The text of a progress file: verdicts and times only, exercises in order."""
     doc = {"format": FORMAT, "exercises": {ex: _entry_json(progress[ex]) for ex in sorted(progress, key=_order)}}
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def recorded_text(text: str | None, exercise: str, verdict: str, at: str) -> str:
+    """The text of progress file `text` (None: a new one) with one more verdict: that exercise's entry changed
+    (`recorded`), the fields of it this version does not know kept, and every other key and entry kept as it
+    was. ValueError when `text` is not a progress file of this version's format (a newer one is never
+    rewritten: `file_format`)."""
+    doc: dict[str, Any] = _document(text) if text is not None else {"format": FORMAT, "exercises": {}}
+    if doc["format"] != FORMAT:
+        raise ValueError(f"a progress file of format {doc['format']}, newer than this streamlab's ({FORMAT})")
+    entry = recorded(_entries(doc), exercise, verdict, at)[exercise]
+    before = doc["exercises"].get(exercise)
+    doc["exercises"][exercise] = {**(before if isinstance(before, dict) else {}), **_entry_json(entry)}
+    known = sorted((ex for ex in doc["exercises"] if EXERCISE_ID.fullmatch(ex)), key=_order)
+    doc["exercises"] = {ex: doc["exercises"][ex] for ex in [*known, *doc["exercises"]]}  # others after, in order
     return json.dumps(doc, indent=1) + "\n"
 
 

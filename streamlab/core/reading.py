@@ -19,10 +19,9 @@ What is kept is a choice, `keep`:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, TypeVar
 
 from streamlab.core.endings import Ending
 from streamlab.core.errors import (
@@ -33,6 +32,7 @@ from streamlab.core.errors import (
     SSELimitError,
     StreamEndError,
 )
+from streamlab.core.safejson import read_json
 from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = ["TimedEvent", "Reading", "Keep", "KEEP_MODES"]
@@ -40,6 +40,8 @@ __all__ = ["TimedEvent", "Reading", "Keep", "KEEP_MODES"]
 Keep = Literal["all", "none"]
 KEEP_MODES: tuple[Keep, ...] = ("all", "none")
 """`keep="all"`: raw bytes, events and chunk times are kept; `keep="none"`: only counts and the last times."""
+
+_E = TypeVar("_E", bound=StreamEndError)
 
 
 class _Counts(TypedDict):
@@ -79,8 +81,8 @@ class TimedEvent:
         return self.event.last_event_id
 
     def json(self) -> Any:
-        """The data parsed as JSON (raises ValueError for non-JSON data such as `[DONE]`)."""
-        return json.loads(self.event.data)
+        """The data parsed as JSON (raises ValueError for non-JSON data such as `[DONE]`, or too deep)."""
+        return read_json(self.event.data)
 
 
 class Reading:
@@ -265,7 +267,7 @@ class Reading:
         self.error = exc
         return exc
 
-    def record_error(self, exc: StreamEndError) -> StreamEndError:
+    def record_error(self, exc: _E) -> _E:
         """End the stream with an error built elsewhere (a `BadStatus` needs the response)."""
         self.end_reason = exc.ending
         self.error = exc

@@ -7,6 +7,17 @@ the last event that was handled, so that after a dropped connection the rest can
 (a replay) or jumps forward (a skip) raises `SequenceError`, because either one silently corrupts the text
 the user sees.
 
+One rule for every reader of the numbers (`sequence_verdict`): the cursor, the accumulator
+(`streamlab.core.accumulate`) and through them the relay and the gateway, and `streamlab check`'s grade. The API
+reference says only that `sequence_number` is "the sequence number of this event", and resuming asks for the
+events after one: a number names one event, in order. So a content event numbered at or below the last one seen
+is a replay (or went backwards); a keep-alive carries no content, and one that repeats an earlier number (a
+resumed stream sends it again; the live API numbers keep-alives like any other event) is a harmless repeat, never
+an error (the accumulator's "strictly increasing", which rejected it, was an inference the reference does not
+make). A gap means lost events only to a reader that sees every event: the cursor reads the connection itself,
+while an accumulator may be fed a stream with its keep-alives taken out (`ResumableResponseStream` does), so only
+the cursor asks for numbers that follow one another (`contiguous`).
+
 Also here, because the cursor and the reconnecting streams both need them: `is_keepalive` (a payload that
 must not move a cursor), `is_content_event` (the content test for the client's `idle_timeout`: keep-alive
 events are not content) and `RESPONSES_TERMINAL_TYPES` (event types after which no reconnect follows).
@@ -15,17 +26,19 @@ The streams that reconnect with this cursor live in `streamlab.net.resume`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from streamlab.core.errors import SequenceError
+from streamlab.core.safejson import read_json
 from streamlab.core.shapes import RESPONSES_TERMINALS
 from streamlab.core.sse import SSEEvent
 
 __all__ = [
     "SequenceCursor",
+    "sequence_verdict",
+    "SequenceVerdict",
     "is_keepalive",
     "is_content_event",
     "is_terminal_event",
@@ -34,6 +47,27 @@ __all__ = [
 
 RESPONSES_TERMINAL_TYPES = frozenset(RESPONSES_TERMINALS) | {"error"}
 """Event types after which a Responses stream is over: the documented terminal events (`shapes`), and `error`."""
+
+
+SequenceVerdict = Literal["new", "repeat", "replayed", "went backwards", "skipped"]
+"""What one numbered event is to a reader: new, a keep-alive's harmless repeat, a replay (or one that went
+backwards), or a skip (`sequence_verdict`)."""
+
+
+def sequence_verdict(last: int | None, got: int, *, keepalive: bool, contiguous: bool = False) -> SequenceVerdict:
+    """The one sequence-number rule (module docstring): what number `got` is after `last`, the highest number
+    seen so far (None: none yet). `contiguous`: the reader sees every event, so the next number is `last + 1`.
+
+    "new": a number above `last` (with `contiguous`, exactly `last + 1`); "repeat": a keep-alive at or below
+    `last` (ignore it, not an error); "replayed": a content event numbered `last` (or, with `contiguous`, any
+    number at or below it: each was handled); "went backwards": a content event below `last` that a reader
+    which skips keep-alives cannot know it handled; "skipped": with `contiguous`, above `last + 1` (lost).
+    """
+    if last is None or got > last:
+        return "skipped" if contiguous and last is not None and got > last + 1 else "new"
+    if keepalive:
+        return "repeat"
+    return "replayed" if got == last or contiguous else "went backwards"
 
 
 def is_keepalive(payload: Mapping[str, Any]) -> bool:
@@ -71,11 +105,11 @@ class SequenceCursor:
             return False  # nothing to check and nothing to move (an unnumbered keep-alive, say)
         expected = self.expected
         keepalive = payload.get("type") == "keepalive"
-        if keepalive and got < expected:
+        verdict = sequence_verdict(expected - 1, got, keepalive=keepalive, contiguous=True)  # -1: expect 0 first
+        if verdict == "repeat":
             return False  # a keep-alive sent again after a reconnect: nothing was lost
-        if got != expected:
-            kind = "replayed" if got < expected else "skipped"
-            raise SequenceError(kind, expected=expected, got=got, event_type=str(payload.get("type", "?")))
+        if verdict != "new":
+            raise SequenceError(verdict, expected=expected, got=got, event_type=str(payload.get("type", "?")))
         self.seen = got
         if keepalive:
             return False
@@ -85,7 +119,7 @@ class SequenceCursor:
     def admit_data(self, data: str) -> tuple[bool, dict[str, Any] | None]:
         """`admit` for an event's raw `data` text; non-JSON data is treated as a keep-alive (not counted)."""
         try:
-            payload = json.loads(data)
+            payload = read_json(data)
         except ValueError:
             return False, None
         if not isinstance(payload, dict):
@@ -103,7 +137,7 @@ def is_content_event(event: SSEEvent) -> bool:
     if '"keepalive"' not in event.data:  # cheap test first: most events are not keep-alives
         return True
     try:
-        payload = json.loads(event.data)
+        payload = read_json(event.data)
     except ValueError:
         return True
     return not (isinstance(payload, dict) and payload.get("type") == "keepalive")
@@ -116,7 +150,7 @@ def is_terminal_event(event: SSEEvent) -> bool:
     if event.event in RESPONSES_TERMINAL_TYPES:
         return True
     try:
-        payload = json.loads(event.data)
+        payload = read_json(event.data)
     except ValueError:
         return False
     return isinstance(payload, dict) and payload.get("type") in RESPONSES_TERMINAL_TYPES

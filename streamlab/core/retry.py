@@ -14,7 +14,8 @@ How each client ending (`streamlab.core.endings.Ending`) is treated, from two ta
     -------------------------------------------------   --------------------------------------------
     CONNECT_ERROR, BROKEN, READ_TIMEOUT,                 CANCELLED, INVALID_REQUEST, NOT_EVENT_STREAM,
     INCOMPLETE_EVENT                                     DEADLINE, IDLE_TIMEOUT, LIMIT_EXCEEDED
-    HTTP_ERROR: decided by the status (RETRYABLE_STATUSES, 5xx; never NEVER_RETRY_STATUSES)
+    HTTP_ERROR: decided by the status (RETRYABLE_STATUSES, 5xx; never NEVER_RETRY_STATUSES), unless the server's
+    `x-should-retry` header says "true" (retry, whatever the status) or "false" (never), as the official SDK obeys it
 
 `RetryPolicy.decide(attempt, result, now=...)` is pure: one attempt's `AttemptResult` in, a `Decision` out
 ("retry after X s, because ..." or "give up, because ..."). It reads no clock: `now` (epoch seconds) is
@@ -48,6 +49,8 @@ __all__ = [
     "MAX_RETRY_AFTER",
     "is_retryable_status",
     "VirtualClock",
+    "should_retry_header",
+    "without_stream_options",
 ]
 
 #: Statuses the official openai-python SDK retries by default (>= 500 is added by `is_retryable_status`).
@@ -258,11 +261,13 @@ class RetryPolicy:
                 f"{result.events_delivered} event(s) already reached the caller: a new request would produce a "
                 "new answer, so discard the partial output and restart deliberately, or resume with a cursor"
             )
+        said = should_retry_header(result.headers) if result.status is not None else None
+        if said is False:
+            return _give_up(f"HTTP {result.status} with x-should-retry: false: the server forbids a retry")
         if result.status is not None:
-            if result.status in NEVER_RETRY_STATUSES:
-                return _give_up(f"HTTP {result.status} means the request itself is wrong; sending it again cannot help")
-            if not is_retryable_status(result.status):
-                return _give_up(f"HTTP {result.status} is not a retryable status")
+            refused = None if said else _status_refusal(result.status)  # the server's "true" wins, as in the SDK
+            if refused is not None:
+                return _give_up(refused)
         elif result.error is None and result.ending is None:
             return _give_up("the attempt produced neither a status nor an error")
         elif result.ending is not None and result.ending not in RETRYABLE_ENDINGS:
@@ -276,11 +281,48 @@ class RetryPolicy:
                     f"the server asked to wait {asked:g} s ({source}), longer than "
                     f"max_retry_after={self.max_retry_after:g} s"
                 )
-            return Decision(True, asked, f"{result.describe()}: waiting as the server asked", source)
+            return Decision(True, asked, f"{result.describe()}{_forced(said)}: waiting as the server asked", source)
         base = self.backoff(attempt)
         assert self.rng is not None
         delay = base * (1.0 - self.jitter * self.rng.random())
-        return Decision(True, delay, f"{result.describe()}: exponential backoff with jitter", "backoff")
+        return Decision(True, delay, f"{result.describe()}{_forced(said)}: exponential backoff with jitter", "backoff")
+
+
+def should_retry_header(headers: Mapping[str, str]) -> bool | None:
+    """What the server's `x-should-retry` header says: True for exactly "true", False for exactly "false", None
+    when it is absent or says anything else. The official SDK reads it the same way (openai-python's
+    `_base_client.py`, `_should_retry`: the header is obeyed before any status rule), so "true" makes even a 400
+    retryable and "false" forbids retrying even a 429 or a 503. It changes only whether to retry: the attempt
+    limit, the `Retry-After` wait and the no-retry-after-the-first-event rule still hold."""
+    value = _header(headers, "x-should-retry")
+    return True if value == "true" else False if value == "false" else None
+
+
+def _status_refusal(status: int) -> str | None:
+    """Why an HTTP error status alone is not retried, or None when it may be."""
+    if status in NEVER_RETRY_STATUSES:
+        return f"HTTP {status} means the request itself is wrong; sending it again cannot help"
+    if not is_retryable_status(status):
+        return f"HTTP {status} is not a retryable status"
+    return None
+
+
+def _forced(said: bool | None) -> str:
+    return " (x-should-retry: true)" if said else ""
+
+
+def without_stream_options(status: int, body: object, request: Mapping[str, object]) -> dict[str, object] | None:
+    """The request to send again when a server refused it for `stream_options`, or None.
+
+    Some OpenAI-compatible servers do not know `stream_options` and refuse the whole request with a 400 that
+    names it (Groq in 2024, vercel/ai#1578; Bedrock models behind LiteLLM, BerriAI/litellm#9916). Such a refusal
+    came before any byte of a stream, so sending the same request without the field is safe, and it is the only
+    change that can help: the answer then streams, without usage. Decided here when the status is 400, the
+    request set `stream_options`, and the error body (any JSON or text) mentions "stream_options"; a second
+    refusal of the request without it is final (this returns None for it)."""
+    if status != 400 or "stream_options" not in request or "stream_options" not in str(body):
+        return None
+    return {k: v for k, v in request.items() if k != "stream_options"}
 
 
 class VirtualClock:

@@ -13,13 +13,13 @@ the scan where it struck and is recorded, with everything found before it kept.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamlab.core.errors import SSELimitError
+from streamlab.core.safejson import json_or_none
 from streamlab.core.sse import SSEEvent, SSEParser
 
 __all__ = ["Line", "Block", "Scan", "scan", "quote", "KNOWN_FIELDS", "SCAN_MAX_LINE", "SCAN_MAX_EVENT"]
@@ -137,10 +137,7 @@ def _split(body: bytes, start: int) -> tuple[list[Block], Counter[bytes]]:
 
 
 def _decode(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None
+    return json_or_none(data)
 
 
 def scan(body: bytes, *, max_line_bytes: int = SCAN_MAX_LINE, max_event_bytes: int = SCAN_MAX_EVENT) -> Scan:

@@ -60,6 +60,13 @@ __all__ = [
     "responses_error_event",
     "responses_error_stream",
     "response_body",
+    "REASONING_FIELDS",
+    "chat_reasoning_stream",
+    "chat_logprobs",
+    "with_logprobs",
+    "json_pieces",
+    "responses_queued_event",
+    "responses_reasoning_events",
 ]
 
 CREATED = 1694268190
@@ -712,3 +719,140 @@ def response_body(text: str, *, response_id: str = "resp_demo", model: str = "mo
     part = dict(type="output_text", text=text, annotations=[])
     item = {"id": "msg_demo", "type": "message", "role": "assistant", "status": "completed", "content": [part]}
     return _response(response_id, model, "completed", [item], responses_usage(output_tokens=len(text.split())))
+
+
+# -- reasoning, logprobs and structured answers ----------------------------------------------------
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""The two delta fields compatible servers stream a reasoning model's thinking in, neither of them in OpenAI's
+Chat reference (OpenAI streams no reasoning text over Chat Completions): `reasoning_content` (DeepSeek's API,
+llama.cpp's llama-server, older vLLM) and `reasoning` (newer vLLM, vllm-project/vllm#27755; Ollama, OpenRouter)."""
+
+
+def chat_reasoning_stream(
+    reasoning: Sequence[str],
+    pieces: Sequence[str],
+    *,
+    field: str = "reasoning_content",
+    include_usage: bool = True,
+    model: str = "model-a",
+    completion_id: str = "chatcmpl-demo",
+    prompt_tokens: int = 12,
+    finish_reason: str = "stop",
+) -> list[bytes]:
+    """A Chat answer from a reasoning model: the thinking first, one chunk per piece of `reasoning` in the delta
+    `field`, then the answer, one content chunk per piece of `pieces`, as `chat_text_stream` sends it.
+
+    `field` is "reasoning_content" (DeepSeek, llama.cpp, older vLLM: `{"content": null, "reasoning_content":
+    ...}`), "reasoning" (newer vLLM, Ollama, OpenRouter) or "both": every reasoning delta carries the same text in
+    both fields, as vLLM's compatibility mirror sends it (vllm-project/vllm#43933, #34030). Usage counts every
+    piece as a completion token and the reasoning pieces again in `completion_tokens_details.reasoning_tokens`.
+    """
+    if field not in (*REASONING_FIELDS, "both"):
+        raise ValueError(f"field must be one of {REASONING_FIELDS + ('both',)}, got {field!r}")
+    names = REASONING_FIELDS if field == "both" else (field,)
+    deltas: list[tuple[int, Mapping[str, Any], str | None]] = [(0, {"role": "assistant", "content": ""}, None)]
+    deltas += [(0, {"content": None, **dict.fromkeys(names, r)}, None) for r in reasoning]
+    deltas += [(0, {"content": p}, None) for p in pieces]
+    deltas.append((0, {}, finish_reason))
+    usage: dict[str, Any] = chat_usage(prompt_tokens, len(reasoning) + len(pieces))
+    usage["completion_tokens_details"] = {"reasoning_tokens": len(reasoning)}
+    return _chat_frames(deltas, include_usage=include_usage, usage=usage, model=model, completion_id=completion_id)
+
+
+def chat_logprobs(token: str, position: int) -> dict[str, Any]:
+    """The `logprobs` of a choice whose delta carries `token`: one entry (token, logprob, UTF-8 bytes, no
+    alternatives), as OpenAI sends per chunk when the request sets `logprobs: true`. The logprob is a placeholder,
+    a function of `position` (the token's number in the answer) so that every value differs."""
+    entry = {"token": token, "logprob": round(-0.01 - 0.05 * position, 4), "bytes": list(token.encode("utf-8"))}
+    return {"content": [{**entry, "top_logprobs": []}], "refusal": None}
+
+
+def with_logprobs(frames: Sequence[bytes]) -> list[bytes]:
+    """`frames` of a Chat stream with `logprobs` (`chat_logprobs`) on every choice whose delta carries text;
+    other frames keep their bytes. A client concatenates `choices[i].logprobs.content` across chunks."""
+    out, position = [], 0
+    for frame in frames:
+        text = frame.decode("utf-8")
+        if not text.startswith("data: {"):
+            out.append(frame)
+            continue
+        chunk = json.loads(text[len("data: ") :])
+        changed = False
+        for choice in chunk.get("choices") or []:
+            content = (choice.get("delta") or {}).get("content")
+            if isinstance(content, str) and content:
+                choice["logprobs"] = chat_logprobs(content, position)
+                position, changed = position + 1, True
+        out.append(sse_frame(to_json(chunk)) if changed else frame)
+    return out
+
+
+def json_pieces(value: Any, size: int = 6) -> list[str]:
+    """`value` as compact JSON cut every `size` characters: a structured answer the way a model streams it
+    (pieces end anywhere: inside a key, a string, a number, between `true`'s letters)."""
+    text = to_json(value)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def responses_queued_event(response_id: str = "resp_demo", model: str = "model-a") -> dict[str, Any]:
+    """`response.queued` (unnumbered): a background response (`"background": true`) waits for a worker; it
+    follows `response.created`, and `response.in_progress` follows it once a worker runs the response."""
+    return {"type": "response.queued", "response": _response(response_id, model, "queued", [], None)}
+
+
+def _reasoning_events(pieces: Sequence[str], *, raw: bool, item_id: str = "rs_demo") -> list[dict[str, Any]]:
+    """The events of one reasoning item at output_index 0: a summary (`response.reasoning_summary_part.added`,
+    `response.reasoning_summary_text.delta` per piece, `.done`, `response.reasoning_summary_part.done`), or with
+    `raw` the reasoning text itself (`response.reasoning_text.delta` per piece, `.done`; open-weight models served
+    by vLLM send it); then `response.output_item.done` with the whole item."""
+    full = "".join(pieces)
+    item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": []}
+    events: list[dict[str, Any]] = [{"type": "response.output_item.added", "output_index": 0, "item": item}]
+    if raw:
+        where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+        events += [{"type": "response.reasoning_text.delta", **where, "delta": p} for p in pieces]
+        events.append({"type": "response.reasoning_text.done", **where, "text": full})
+        done = {**item, "content": [{"type": "reasoning_text", "text": full}], "status": "completed"}
+    else:
+        where = {"item_id": item_id, "output_index": 0, "summary_index": 0}
+        events.append({"type": "response.reasoning_summary_part.added", **where, "part": _summary("")})
+        events += [{"type": "response.reasoning_summary_text.delta", **where, "delta": p} for p in pieces]
+        events.append({"type": "response.reasoning_summary_text.done", **where, "text": full})
+        events.append({"type": "response.reasoning_summary_part.done", **where, "part": _summary(full)})
+        done = {**item, "summary": [_summary(full)], "status": "completed"}
+    events.append({"type": "response.output_item.done", "output_index": 0, "item": done})
+    return events
+
+
+def _summary(text: str) -> dict[str, Any]:
+    return {"type": "summary_text", "text": text}
+
+
+def responses_reasoning_events(
+    reasoning: Sequence[str],
+    pieces: Sequence[str],
+    *,
+    raw: bool = False,
+    background: bool = False,
+    terminal: str | None = "response.completed",
+    response_id: str = "resp_demo",
+    model: str = "model-a",
+) -> list[dict[str, Any]]:
+    """The events (unnumbered) of a Responses answer from a reasoning model: the reasoning item first (output_index
+    0: its summary, or with `raw` its reasoning text, see `_reasoning_events`), then the message (output_index 1),
+    whose `response.output_text.delta`s therefore come after every reasoning delta. `background` plays a background
+    response that waits for a worker: `response.created` (status "queued"), `response.queued`, then
+    `response.in_progress`. (`response.created` stays first: the official SDK's `responses.stream()` raises
+    RuntimeError when any other event opens the stream.) Usage counts the reasoning pieces as `reasoning_tokens`."""
+    events = _opening(response_id, model)
+    if background:  # created says "queued"; in_progress comes once a worker takes it
+        events[0]["response"]["status"] = "queued"
+        events.insert(1, responses_queued_event(response_id, model))
+    thinking = _reasoning_events(reasoning, raw=raw)
+    events += thinking + _message_events(pieces, 1, "msg_demo", "output_text")
+    if terminal is not None:
+        output = [thinking[-1]["item"], events[-1]["item"]]
+        usage = responses_usage(output_tokens=len(reasoning) + len(pieces), reasoning_tokens=len(reasoning))
+        events.append(_terminal(terminal, response_id, model, output, usage, "max_output_tokens"))
+    return events

@@ -57,8 +57,13 @@ def _check_pairs(ex_id: str, answer: Any) -> None:
         raise AssertionError(f"the number of events is right but not their contents. Hint: {_HINTS[ex_id]}")
 
 
+def _pairs_checker(ex_id: str) -> Callable[[Any], None]:
+    """The checker of one practice exercise: `_check_pairs` with its id bound."""
+    return lambda answer: _check_pairs(ex_id, answer)
+
+
 for _id in PRACTICE_1:
-    exercise(_id, f"answer_{_id[-1]}")(lambda answer, _id=_id: _check_pairs(_id, answer))
+    exercise(_id, f"answer_{_id[-1]}")(_pairs_checker(_id))
 
 
 FIELD_CASES: list[tuple[str, tuple[str, str]]] = [
@@ -100,7 +105,7 @@ def _check_split_lines(split_lines: Callable[[Iterable[bytes]], Iterator[bytes]]
     for fixture in fixtures:
         want = reference_lines(fixture.raw)
         n = len(fixture.raw)
-        splits = [()] + [(i,) for i in range(n + 1)]
+        splits: list[tuple[int, ...]] = [(), *((i,) for i in range(n + 1))]
         splits += [tuple(sorted(rng.randint(0, n) for _ in range(rng.randint(2, 8)))) for _ in range(20)]
         splits.append(tuple(range(1, n)))  # byte at a time
         for cuts in splits:

@@ -157,6 +157,17 @@ def lab04_streams() -> list[tuple[str, list[tuple[float, SSEEvent]]]]:
     ]
 
 
+def _crash_hint(exc: Exception) -> str:
+    """What usually makes first_visible crash, for the verdict: the exception's name alone says too little."""
+    if isinstance(exc, ValueError):  # json.JSONDecodeError is one
+        return "; `data: [DONE]` is not JSON: test for it before json.loads"
+    if isinstance(exc, IndexError):
+        return '; the usage chunk\'s `choices` is an empty list: check `chunk["choices"]` before taking [0]'
+    if isinstance(exc, (KeyError, TypeError, AttributeError)):
+        return '; a delta may lack "content" or hold null in it: read it with .get() and check for None'
+    return ""
+
+
 @exercise("04.5", "first_visible")
 def check_first_visible(fn: Callable[[list[tuple[float, SSEEvent]]], float | None]) -> None:
     if fn is Ellipsis:
@@ -165,7 +176,13 @@ def check_first_visible(fn: Callable[[list[tuple[float, SSEEvent]]], float | Non
         raise AssertionError("first_visible should be a function first_visible(arrivals)")
     for name, arrivals in lab04_streams():
         want = first_visible_time(arrivals)
-        got = fn(list(arrivals))
+        try:
+            got = fn(list(arrivals))
+        except (NotImplementedError, NotAttempted):
+            raise
+        except Exception as exc:  # say on which stream, and what usually causes it
+            problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise AssertionError(f"on the stream with {name}, your code raised {problem}{_crash_hint(exc)}") from exc
         if got != want:
             hint = ""
             if arrivals and got == arrivals[0][0]:

@@ -80,7 +80,8 @@ def check_retry_or_not(answer: Any) -> None:
 def check_should_retry(answer: Any) -> None:
     fn = function_answer(answer, "should_retry")
     policy = RetryPolicy(max_attempts=100, seed=0)
-    cases = [(s, 0) for s in (None, 400, 401, 403, 404, 408, 409, 422, 429, 500, 502, 503, 504)]
+    # 505, 507 and 529 (an "overloaded" some providers send): every 5xx is retried, not only the familiar 500-504
+    cases = [(s, 0) for s in (None, 400, 401, 403, 404, 408, 409, 422, 429, 500, 502, 503, 504, 505, 507, 529)]
     cases += [(None, 1), (None, 40), (503, 2), (429, 1)]
     for status, delivered in cases:
         if status is None:
@@ -98,7 +99,12 @@ def check_should_retry(answer: Any) -> None:
         if got != want:
             what = "a connection error" if status is None else f"HTTP {status}"
             after = f" after {delivered} event(s) reached the caller" if delivered else " before any event"
-            raise AssertionError(f"{what}{after}: should_retry returned {got}, but the rule says {want}")
+            hint = (
+                " (every 5xx status is a server error worth retrying, not only 500-504)"
+                if want and status is not None and status >= 505
+                else ""
+            )
+            raise AssertionError(f"{what}{after}: should_retry returned {got}, but the rule says {want}{hint}")
 
 
 def _payload(seq: int | None, kind: str = "response.output_text.delta") -> dict[str, Any]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -43,6 +42,9 @@ from starlette.routing import Route
 
 from streamlab.core.relay.grade import RelayReport
 from streamlab.core.relay.stream import dialect_of
+from streamlab.core.safejson import json_or_none
+from streamlab.core.shapes import error_body
+from streamlab.core.sse import is_event_stream
 from streamlab.exercises import NotAttempted, exercise, function_answer
 from streamlab.net.relay.serving import AppServer
 from streamlab.net.relaycheck.run import RelayUnderTest, check_relay
@@ -120,17 +122,11 @@ Body = Callable[[httpx.Response, StreamInfo], AsyncIterator[bytes]]
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"message": f"relay: {message}", "type": "relay_error", "param": None, "code": code}},
-        status_code=status,
-    )
+    return JSONResponse(error_body(f"relay: {message}", "relay_error", code), status_code=status)
 
 
 def _model(content: bytes) -> str | None:
-    try:
-        obj = json.loads(content)
-    except ValueError:
-        return None
+    obj = json_or_none(content)
     model = obj.get("model") if isinstance(obj, dict) else None
     return model if isinstance(model, str) else None
 
@@ -186,7 +182,7 @@ def relay_app(
             )
         except httpx.HTTPError as exc:
             return _error(502, "upstream_unreachable", f"cannot reach the upstream: {type(exc).__name__}")
-        if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
+        if response.status_code != 200 or not is_event_stream(response.headers.get("content-type")):
             try:
                 raw = await response.aread()
             except httpx.HTTPError as exc:
@@ -296,6 +292,17 @@ def _body(answer: Any, name: str) -> Body:
 # -- the checks -------------------------------------------------------------------------------------------------
 
 
+def _clip(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at the end of a word, marked with "..." (a verdict cut mid-word
+    reads as a typo), or whole when it has no word end in the second half of the width to cut at."""
+    if len(text) <= width:
+        return text
+    end = text.rfind(" ", width // 2, width - 2)  # the cut, then "...", fits in width
+    if end < 0:
+        return text
+    return text[:end].rstrip(" ,;:") + "..."
+
+
 def _grade(answer: Any, ex_id: str) -> RelayReport:
     name, requirements = STAGES[ex_id]
     body = _body(answer, name)
@@ -306,7 +313,7 @@ def _grade(answer: Any, ex_id: str) -> RelayReport:
     if failures:
         first = failures[0]
         more = f" (and {len(failures) - 1} more failing checks)" if len(failures) > 1 else ""
-        evidence = first.evidence if len(first.evidence) <= 220 else first.evidence[:217] + "..."
+        evidence = _clip(first.evidence, 220)
         raise AssertionError(f"({first.requirement}) {first.name}: {evidence}{more}")
     for number in requirements:
         if report.holds(number) is None:

@@ -112,6 +112,7 @@ def read_cases() -> tuple[ReadCase, ...]:
             ("a tool call", TOOL_REQUEST, {"text": "", "tool_calls": [CALL]}),
         ):
             sent = apply_profile(PROFILES[name], answer_episode("chat", request), dialect="chat", request=request)
+            assert not isinstance(sent, ErrorEpisode), f"{name} answers a chat request with a stream"
             payload = sent.payload
             cases.append(
                 ReadCase(
@@ -192,13 +193,13 @@ def _simulated(name: str) -> dict[str, Any]:
             PROFILES[name], answer, dialect=probe.dialect, request={} if not_json else probe.body, not_json=not_json
         )
         if isinstance(sent, ErrorEpisode):
-            plain = isinstance(sent.body, bytes)
+            body = sent.body if isinstance(sent.body, bytes) else json.dumps(sent.body).encode()
             results.append(
                 ProbeResult(
                     probe,
                     sent.status,
-                    (("content-type", "text/plain" if plain else "application/json"),),
-                    sent.body if plain else json.dumps(sent.body).encode(),
+                    (("content-type", "text/plain" if isinstance(sent.body, bytes) else "application/json"),),
+                    body,
                 )
             )
         else:

@@ -24,9 +24,9 @@ from typing import Any
 
 from streamlab.core.capture import Capture, load_captures
 from streamlab.core.pieces import short
-from streamlab.core.shapes import chat_text_stream, chat_tool_call_stream
+from streamlab.core.shapes import chat_multi_choice_stream, chat_text_stream, chat_tool_call_stream
 from streamlab.core.sse import SSEParser
-from streamlab.exercises import exercise, function_answer
+from streamlab.exercises import NotAttempted, exercise, function_answer
 
 __all__ = [
     "reference_decode_rate",
@@ -131,12 +131,18 @@ def check_decode_rate(answer: Any) -> None:
 
 
 def _prefill_cases() -> list[tuple[str, list[tuple[int, float]]]]:
-    prompts = sorted((c for c in _captures().values() if c.prompt_tokens is not None), key=lambda c: c.prompt_tokens)
+    prompts = sorted(
+        (c for c in _captures().values() if c.prompt_tokens is not None), key=lambda c: c.prompt_tokens or 0
+    )
     cases = [
         ("a straight line: 2 ms a token from 0.1 s", [(100, 0.3), (200, 0.5), (400, 0.9)]),
         ("three points off the line", [(100, 0.4), (300, 0.8), (500, 1.6)]),
     ]
-    real = [(c.prompt_tokens, c.timing().ttft) for c in prompts if c.timing().ttft is not None]
+    real = [
+        (tokens, ttft)
+        for c in prompts
+        if (tokens := c.prompt_tokens) is not None and (ttft := c.timing().ttft) is not None
+    ]
     if len(real) >= 2:
         cases.append(("the prompt-N captures", real))
     return cases
@@ -166,12 +172,30 @@ def check_prefill(answer: Any) -> None:
 def _ending_cases() -> list[tuple[str, bytes]]:
     cases = [(f"capture {name}", c.body) for name, c in _captures().items() if c.status == 200]
     frames = chat_text_stream(["Hel", "lo"], include_usage=True)
+    # n=2: choice 0 stops at the limit, then choice 1 finishes with "stop" (its finish chunk comes last)
+    two = chat_multi_choice_stream([["Hi"], ["Hel", "lo"]], finish_reasons=["length", "stop"])
     cases += [
         ("a documented stream with a usage chunk", b"".join(frames)),
         ("a documented stream cut before its finish chunk", b"".join(frames[:3])),
         ("a tool call, finished", b"".join(chat_tool_call_stream())),
+        ("two choices: choice 0 cut at the limit, choice 1 finished after it", b"".join(two)),
+        ("two choices: only choice 1 finished", b"".join(f for f in two if b'"length"' not in f)),
     ]
     return cases
+
+
+def _crash_hint(exc: Exception) -> str:
+    """What usually makes how_it_ended crash, for the verdict: the exception's name alone says too little."""
+    if isinstance(exc, json.JSONDecodeError):
+        return "; `data: [DONE]` is not JSON: test for it before json.loads"
+    if isinstance(exc, IndexError):
+        return (
+            "; a body may have no event at all, and a chunk may have no choice (the usage chunk's `choices` is "
+            "empty): check before taking [0] or [-1]"
+        )
+    if isinstance(exc, (KeyError, TypeError, AttributeError)):
+        return "; a chunk may lack a field or hold null in it: read with .get() and check for None"
+    return ""
 
 
 @exercise("11.3", "how_it_ended")
@@ -180,9 +204,20 @@ def check_how_it_ended(answer: Any) -> None:
     wrong = []
     for label, body in _ending_cases():
         want = reference_how_it_ended(body)
-        got = fn(body)
+        try:
+            got = fn(body)
+        except (NotImplementedError, NotAttempted):
+            raise
+        except Exception as exc:  # say on which body, and what usually causes it
+            problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise AssertionError(f"on the body of {label}, your code raised {problem}{_crash_hint(exc)}") from exc
         if got != want:
-            wrong.append(f"{label}: {want!r}, not {got!r}")
+            hint = (
+                " (read choice 0's finish_reason only: other choices finish on their own)"
+                if label.startswith("two choices")
+                else ""
+            )
+            wrong.append(f"{label}: {want!r}, not {got!r}{hint}")
     if wrong:
         raise AssertionError(f"{len(wrong)} of {len(_ending_cases())} wrong; " + "; ".join(wrong[:3]))
 
@@ -215,6 +250,8 @@ def _name_cases() -> list[tuple[str, list[str | None], frozenset[str]]]:
         ("a function nobody offered", ["delete_everything"], TOOLS),
         ("a name split in pieces, then repeated", ["get_", "weather", "get_", "weather"], TOOLS),
         ("a repeated name nobody offered", ["rm", "rm", "rm"], TOOLS),
+        ("an offered name, then a piece that makes it another name", ["get_weather", "_v2"], TOOLS),
+        ("two different offered names", ["get_weather", "get_time"], TOOLS),
         ("where the joined name is itself offered", ["a", "a"], frozenset({"a", "aa"})),
         ("no name at all", [None, None], TOOLS),
     ]
@@ -227,8 +264,13 @@ def check_tool_name(answer: Any) -> None:
         want = reference_tool_name(fragments, offered)
         got = fn(list(fragments), set(offered))
         if got != want:
-            if want is None:
-                shown = short(got) if isinstance(got, str) else repr(got)
-                raise AssertionError(f"{label}: {shown} was never offered as such; answer None rather than guess")
             shown = short(got) if isinstance(got, str) else repr(got)
+            pieces = [p for p in fragments if p]
+            if want is None and pieces and got == pieces[0] and got in offered:
+                raise AssertionError(
+                    f"{label}: the fragments join to {short(''.join(pieces))} and do not all repeat {shown}, so "
+                    "the first fragment alone names nothing; answer None rather than guess"
+                )
+            if want is None:
+                raise AssertionError(f"{label}: {shown} was never offered as such; answer None rather than guess")
             raise AssertionError(f"{label}: expected {want!r}, got {shown}")

@@ -9,16 +9,19 @@ probe below is one request to a real server (`streamlab.net.model.ModelServer`),
   byte count), the server (name, version, flags), the model (name, file, sha256, package), the time of every
   read as an offset in seconds from the moment the request was sent, with its byte count, the capture date,
   the server's CPU time over the capture (up to a second after its last read; for a cancel also the CPU it spent
-  in the second after the client closed, `server_cpu_after_close_seconds`) and everything else's
-  (`machine.other_cpu_seconds`, this client included: how contended the two cores were), and `quirk`: what this
-  capture shows against the OpenAI API reference.
+  after the client closed, until it went idle, `server_cpu_after_close_seconds`) and everything else's
+  (`machine.other_cpu_seconds`, this client included, and `machine.load_average_1m`: how contended the two cores
+  were), the versions of the server's Python stack (`server.stack`: uvicorn, sse-starlette, FastAPI...), and
+  `quirk`: what this capture shows against the OpenAI API reference.
 
 `index.json` beside them lists every capture with its quirk. `python3 dev.py capture` (this module's `main()`)
-starts the server and recaptures the whole folder (`--only NAME...`: those probes, the others kept); a probe that
-needs other server flags (`Probe.server`) gets a server of its own. Generation is bounded everywhere (temperature
-0, a fixed seed, `max_tokens`), so a recapture gives the same text on the same build. `capture_live` runs one
-probe against a running server and hands back `streamlab.core.capture.Capture` values without writing anything:
-what lab 11 does when it runs live. `streamlab.core.capture` reads the folder back; the stand-in replays it.
+starts the server and recaptures the whole folder (`--only NAME...`: those probes, the others kept; the whole
+folder took 5 minutes on two cores shared with other work); a probe that needs other server flags (`Probe.server`)
+gets a server of its own, and probes with the same flags share one, in the order of `PROBES`. Generation is
+bounded everywhere (temperature 0, a fixed seed, `max_tokens`), so a recapture gives the same text on the same
+build. `capture_live` runs one probe against a running server and hands back `streamlab.core.capture.Capture`
+values without writing anything: what lab 11 does when it runs live. `streamlab.core.capture` reads the folder
+back; the stand-in replays it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import importlib.metadata
 import json
 import os
 import re
@@ -93,17 +97,20 @@ def long_prompt(tokens_over: int = N_CTX) -> list[dict[str, str]]:
 @dataclass(frozen=True)
 class Probe:
     """One request to capture: `body` a JSON value or the exact text to send; `close_after` N reads, then the
-    client closes (a cancel); `interrupt_after` N reads, then a second request (`second`) starts while this one
-    streams, captured as NAME-second. `server` is extra server flags (the probe then gets a server of its own,
-    started with them; a later flag overrides an earlier one); `count_prompt` records the prompt's length in
-    tokens (`request.prompt_tokens`), counted by the server's own tokenizer; `via_relay` sends the request
-    through streamlab's relay (`streamlab.net.relay.Relay`, in this process) instead of to the server."""
+    client closes (a cancel); `close_at` seconds after the response headers, the client closes without reading
+    (a cancel while the server still reads the prompt); `interrupt_after` N reads, then a second request
+    (`second`) starts while this one streams, captured as NAME-second. `server` is extra server flags (the probe
+    then gets a server of its own, started with them; a later flag overrides an earlier one); `count_prompt`
+    records the prompt's length in tokens (`request.prompt_tokens`), counted by the server's own tokenizer;
+    `via_relay` sends the request through streamlab's relay (`streamlab.net.relay.Relay`, in this process)
+    instead of to the server."""
 
     name: str
     body: Any
     quirk: str
     path: str = "/v1/chat/completions"
     close_after: int | None = None
+    close_at: float | None = None
     interrupt_after: int | None = None
     second: Any = None
     server: tuple[str, ...] = ()
@@ -116,11 +123,12 @@ PROMPT_WORDS = (48, 240, 720, 1440)
 one token each), from about 60 to about 1,460 tokens with the chat template (the context is N_CTX)."""
 
 
-def prompt_of(words: int) -> list[dict[str, str]]:
-    """A user message of about `words` tokens whose first words differ from every other prompt's: the server
-    reuses the longest prefix it has already evaluated, so prompts sharing a start would skip part of the prefill."""
+def prompt_of(words: int, label: str = "Prompt") -> list[dict[str, str]]:
+    """A user message of about `words` tokens whose first words (`label` and the count) differ from every other
+    prompt's: the server reuses the longest prefix it has already evaluated, so prompts sharing a start would skip
+    part of the prefill."""
     body = " ".join(("river", "stone")[i % 2] for i in range(words))
-    return [{"role": "user", "content": f"Prompt {words}: {body}"}]
+    return [{"role": "user", "content": f"{label} {words}: {body}"}]
 
 
 def gemma_prompt(messages: list[dict[str, str]]) -> str:
@@ -129,6 +137,11 @@ def gemma_prompt(messages: list[dict[str, str]]) -> str:
     return turns + "<start_of_turn>model\n"
 
 
+THREADS = (1, 2)
+"""The thread counts the `threads-N` probes compare, each on a server of its own, captured back to back."""
+PREFILL_CANCEL_AT = 0.5
+"""When the `cancelled-in-prefill` client leaves: this many seconds after the response headers, long before a
+prompt of about 1,460 tokens is read (about 10 s on 2 quiet cores)."""
 DEFAULT_SETTINGS = ("--n_threads", "1", "--logits_all", "true")
 """llama-cpp-python's own defaults on 2 cores (one thread: cpu_count // 2; logits kept for every token), which the
 `flags-defaults` probe restores over the project's settings."""
@@ -222,9 +235,10 @@ PROBES: tuple[Probe, ...] = (
         "interrupted",
         chat(max_tokens=120),
         (
-            "A second request while this stream runs ends it: [DONE] after a few chunks, no chunk with a finish_reason,"
-            " then the connection closes without HTTP's last chunk (transport_error); the OpenAI API serves requests "
-            "independently. The second request's stream is interrupted-second."
+            "A second request while this stream runs ends it: [DONE] after a few chunks and no chunk with a "
+            "finish_reason; the body then ends as a finished one does (HTTP's last chunk: no transport_error), so "
+            "nothing but the missing finish_reason tells the client. The OpenAI API serves requests independently. "
+            "The second request's stream is interrupted-second."
         ),
         interrupt_after=8,
         second=chat(max_tokens=20),
@@ -234,8 +248,9 @@ PROBES: tuple[Probe, ...] = (
         chat(max_tokens=300),
         (
             "The client closes the connection after 15 reads (client.closed_at); the stored body is what had arrived, "
-            "with no [DONE]. The server stops generating at once: its CPU time over the capture is a small fraction of "
-            "what 300 tokens cost."
+            "with no [DONE]. The server stops generating within a few tokens (it looks for the closed connection "
+            "after each token): server_cpu_after_close_seconds is a token or a few, and its CPU time over the capture "
+            "a small fraction of what 300 tokens cost."
         ),
         close_after=15,
     ),
@@ -249,6 +264,18 @@ PROBES: tuple[Probe, ...] = (
         ),
         close_after=15,
         via_relay=True,
+    ),
+    Probe(
+        "cancelled-in-prefill",
+        chat(messages=prompt_of(PROMPT_WORDS[-1], "Cancelled"), max_tokens=16),
+        (
+            f"A cancel during prefill: a prompt of about 1,460 tokens, and the client closes {PREFILL_CANCEL_AT:g} s"
+            " after the response headers, before any byte of the body. The server notices a closed connection only "
+            "between tokens, so it reads the whole prompt anyway: server_cpu_after_close_seconds is the rest of the "
+            "prefill, spent for no one (a cancel during decode, `cancelled`, stops within a few tokens)."
+        ),
+        close_at=PREFILL_CANCEL_AT,
+        count_prompt=True,
     ),
     *(
         Probe(
@@ -272,6 +299,20 @@ PROBES: tuple[Probe, ...] = (
             "record."
         ),
         server=DEFAULT_SETTINGS,
+    ),
+    *(
+        Probe(
+            f"threads-{n}",
+            chat(max_tokens=60),
+            (
+                f"The same 60-token chat on a server with --n_threads {n} (the project's other settings kept), "
+                f"captured back to back with the other threads-N probes, so they met the same machine; "
+                "machine.load_average_1m says how busy it was. Threads share each decode step: on free cores more "
+                "threads are faster, on contended cores each step waits for the slowest thread."
+            ),
+            server=("--n_threads", str(n)),
+        )
+        for n in THREADS
     ),
     Probe(
         "chatml-plain",
@@ -505,6 +546,71 @@ def machine_cpu_seconds() -> float | None:
         return None
 
 
+SERVER_STACK = ("uvicorn", "sse-starlette", "fastapi", "starlette", "starlette-context")
+"""The Python packages under llama-cpp-python's server, whose behaviour shows in its bytes (sse-starlette writes
+the frames and the `: ping` keep-alives, uvicorn the HTTP framing): each capture records their versions."""
+
+
+def server_stack() -> dict[str, str | None]:
+    """The installed version of each package of `SERVER_STACK` (None: not installed)."""
+    found: dict[str, str | None] = {}
+    for name in SERVER_STACK:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def load_average() -> float | None:
+    """The machine's load average over the last minute (None where the system has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def wait_until_idle(server: ModelServer, *, step: float = 1.0, quiet: int = 2, limit: float = 120.0) -> None:
+    """Wait until the server has spent (almost) no CPU over `quiet` windows of `step` seconds in a row, or `limit`
+    seconds have passed: after a cancel, so the CPU it spent for a client that had left is all counted (a cancel
+    during prefill: seconds of it). Two windows, because on a contended machine a busy server can get no core
+    for a moment."""
+    deadline = time.monotonic() + limit
+    before = server.cpu_seconds()
+    calm = 0
+    while before is not None and calm < quiet and time.monotonic() < deadline:
+        time.sleep(step)
+        now = server.cpu_seconds()
+        if now is None:
+            return
+        calm = calm + 1 if now - before < 0.02 * step else 0
+        before = now
+
+
+def _read_body(
+    response: httpx.Response, probe: Probe, start: float, on_read: Callable[[int], None] | None
+) -> tuple[list[dict[str, Any]], list[bytes], dict[str, Any], dict[str, Any] | None]:
+    """Read a response raw as `probe` says (every read timed; `close_after` reads, or none at all with
+    `close_at`): the reads, the chunks, what the client did, and the transport error, if any."""
+    reads: list[dict[str, Any]] = []
+    chunks: list[bytes] = []
+    if probe.close_at is not None:  # leave before the first byte: the server is still reading the prompt
+        time.sleep(probe.close_at)
+        return reads, chunks, {"closed_after_reads": 0}, None
+    try:
+        for chunk in response.iter_raw():
+            reads.append({"at": round(time.perf_counter() - start, 6), "bytes": len(chunk)})
+            chunks.append(chunk)
+            if on_read is not None:
+                on_read(len(reads))
+            if probe.close_after is not None and len(reads) >= probe.close_after:
+                return reads, chunks, {"closed_after_reads": len(reads)}, None
+    except httpx.TransportError as exc:  # the server broke the HTTP framing: part of what it shows
+        error = {"at": round(time.perf_counter() - start, 6), "error": f"{type(exc).__name__}: {exc}"}
+        return reads, chunks, {}, error
+    return reads, chunks, {}, None
+
+
 def send(
     client: httpx.Client,
     server: ModelServer,
@@ -514,45 +620,33 @@ def send(
     on_read: Callable[[int], None] | None = None,
     base_url: str | None = None,
 ) -> Captured:
-    """POST `body` and read the response raw, timing every read; `probe.close_after` reads, then close.
-    `base_url` (a relay's) replaces the server's as the address the request goes to."""
+    """POST `body` and read the response raw, timing every read; `probe.close_after` reads (or `probe.close_at`
+    seconds), then close. `base_url` (a relay's) replaces the server's as the address the request goes to."""
     content = (body if isinstance(body, str) else json.dumps(body)).encode()
     url = (base_url or server.base_url).removesuffix("/v1") + probe.path
     prompt_tokens = count_prompt(client, server, body) if probe.count_prompt else None
     cpu, busy = server.cpu_seconds(), machine_cpu_seconds()
-    reads: list[dict[str, Any]] = []
-    chunks: list[bytes] = []
-    client_side: dict[str, Any] = {}
     at_close: float | None = None
-    transport_error: dict[str, Any] | None = None
     start = time.perf_counter()
     with client.stream("POST", url, content=content, headers={"content-type": "application/json"}) as response:
         headers_at = time.perf_counter() - start
-        try:
-            for chunk in response.iter_raw():
-                reads.append({"at": round(time.perf_counter() - start, 6), "bytes": len(chunk)})
-                chunks.append(chunk)
-                if on_read is not None:
-                    on_read(len(reads))
-                if probe.close_after is not None and len(reads) >= probe.close_after:
-                    client_side = {"closed_after_reads": len(reads)}
-                    break
-        except httpx.TransportError as exc:  # the server broke the HTTP framing: part of what it shows
-            transport_error = {"at": round(time.perf_counter() - start, 6), "error": f"{type(exc).__name__}: {exc}"}
+        reads, chunks, client_side, transport_error = _read_body(response, probe, start, on_read)
         status, headers = response.status_code, [[k.decode(), v.decode()] for k, v in response.headers.raw]
     if client_side:
         client_side["closed_at"] = round(time.perf_counter() - start, 6)
         at_close = server.cpu_seconds()
     time.sleep(1.0)  # let a cancelled generation stop, so its CPU time is all counted
+    if client_side:
+        wait_until_idle(server)  # a cancel during prefill keeps the server busy for seconds
     cpu_after, busy_after = server.cpu_seconds(), machine_cpu_seconds()
-    record = {
+    record: dict[str, Any] = {
         "request": _request_record(probe, content, body, prompt_tokens),
         "response": {"status": status, "headers": headers, "headers_at": round(headers_at, 6)},
         "reads": reads,
         "transport_error": transport_error,
         "client": client_side or None,
         "server_cpu_seconds": None,
-        "machine": {"cpus": os.cpu_count(), "other_cpu_seconds": None},
+        "machine": {"cpus": os.cpu_count(), "other_cpu_seconds": None, "load_average_1m": load_average()},
     }
     if client_side and at_close is not None and cpu_after is not None:  # did generation stop with the client?
         record["server_cpu_after_close_seconds"] = round(cpu_after - at_close, 3)
@@ -627,7 +721,12 @@ def finish(
         "name": captured.name,
         "quirk": quirk,
         "captured": date,
-        "server": {"name": target.name, "version": target.version, "flags": server.flags},
+        "server": {
+            "name": target.name,
+            "version": target.version,
+            "flags": server.flags,
+            **({"stack": server_stack()} if target.server == "llama-cpp-python" else {}),
+        },
         "model": {
             "name": server.model,
             "file": MODEL_FILE,

@@ -13,9 +13,15 @@ Linux) is full: the relay stopped at request 210, the gateway at 114, and SIGTER
   the stream's encoding lacks becomes an escape instead of a `UnicodeEncodeError`; JSON lines pass
   `fallback=ascii_json` to stay valid JSON) and writes the bytes to the file descriptor, bypassing the
   stream's buffer, so a writer thread stuck on a full pipe never holds a lock the exiting interpreter needs.
-* `stop_signals(event)` makes SIGINT and SIGTERM set `event`, explicitly: under `nohup` or `&` a shell
-  starts a program with SIGINT ignored, and Python then installs no handler of its own, so Ctrl-C and
-  `kill -INT` did nothing.
+* `stop_signals(event)` makes SIGINT, SIGTERM and SIGHUP set `event`, explicitly: under `nohup` or `&` a
+  shell starts a program with SIGINT ignored, and Python then installs no handler of its own, so Ctrl-C and
+  `kill -INT` did nothing; SIGHUP (the terminal closed, `kill -HUP`) had killed every server without its
+  final lines.
+* `route_logging(stream)` sends every log record (asyncio's own warnings included) and every Python warning
+  through an `Outlet` to `stream` instead of writing them from the thread that logs. asyncio logs from the
+  serving loop itself (a warning for each write to a client that has left a fast stream): with stderr an
+  unread pipe, those writes filled it and froze the relay after 7,383 streams and the gateway after 3,197,
+  `/metrics` and SIGTERM included. Now a full stderr costs dropped lines, counted, never a frozen loop.
 
 The writer thread is a daemon: one stuck for ever on an unread pipe does not keep the process alive.
 """
@@ -24,13 +30,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
 import signal
 import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["Outlet", "stream_writer", "stop_signals", "DEFAULT_MAX_LINES"]
+__all__ = ["Outlet", "stream_writer", "stop_signals", "route_logging", "DEFAULT_MAX_LINES", "STOP_SIGNALS"]
 
 DEFAULT_MAX_LINES = 10_000
 """Lines an outlet holds for a reader that does not keep up; more are dropped, and counted."""
@@ -52,7 +59,7 @@ class Outlet:
         max_lines: int = DEFAULT_MAX_LINES,
         name: str = "outlet",
         notice: Callable[[int], str] | None = None,
-        notice_write: Callable[[str], None] | None = None,
+        notice_write: Callable[[str], object] | None = None,
     ) -> None:
         if max_lines < 1:
             raise ValueError(f"max_lines must be at least 1, got {max_lines!r}")
@@ -171,10 +178,15 @@ def stream_writer(stream: TextIO, *, fallback: Callable[[str], str] | None = Non
     return write
 
 
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals that stop a server politely, with its final lines (SIGHUP does not exist on Windows)."""
+_MAX_RECORD_CHARS = 4000  # a log record's text past this is cut: the outlet's memory stays bounded
+
+
 def stop_signals(event: threading.Event) -> Callable[[], None]:
-    """Make SIGINT (Ctrl-C) and SIGTERM set `event`, whatever handlers were installed before (a program
-    started with SIGINT ignored gets no handler from Python). Returns the function that puts the previous
-    handlers back. Outside the main thread, where handlers cannot be set, it changes nothing.
+    """Make SIGINT (Ctrl-C), SIGTERM and SIGHUP set `event`, whatever handlers were installed before (a
+    program started with SIGINT ignored gets no handler from Python). Returns the function that puts the
+    previous handlers back. Outside the main thread, where handlers cannot be set, it changes nothing.
 
     The handler only writes a byte to a pipe; a thread of its own reads it and sets `event`. A handler runs in
     the main thread between two bytecodes, possibly while that thread holds the event's lock inside
@@ -195,7 +207,7 @@ def stop_signals(event: threading.Event) -> Callable[[], None]:
 
     watcher = threading.Thread(target=wake, name="stop-signals", daemon=True)
     watcher.start()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         try:
             previous[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread
@@ -216,3 +228,52 @@ def stop_signals(event: threading.Event) -> Callable[[], None]:
         os.close(wake_write)
 
     return restore
+
+
+class _OutletHandler(logging.Handler):
+    """A logging handler that formats a record and queues it on an `Outlet`: `emit` never blocks."""
+
+    def __init__(self, outlet: Outlet) -> None:
+        super().__init__()
+        self.outlet = outlet
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted is lost, never the caller
+            text = f"{record.levelname}:{record.name}: (a log record that could not be formatted)"
+        if len(text) > _MAX_RECORD_CHARS:
+            text = text[:_MAX_RECORD_CHARS] + f"... ({len(text) - _MAX_RECORD_CHARS} more characters)"
+        self.outlet.put(text)
+
+
+def route_logging(
+    stream: TextIO, *, max_lines: int = 1000, name: str = "log-console"
+) -> tuple[Outlet, Callable[[], None]]:
+    """Send every log record (of any logger that propagates to the root, asyncio's included) and every Python
+    warning to `stream` through an `Outlet`: the thread that logs only queues the line, so an unread stderr
+    never blocks a server's event loop; past `max_lines` waiting, lines are dropped and their count reported.
+
+    Returns the outlet (for lines of one's own, so they stay in order with the log) and the function that
+    puts things back (the root logger's handlers, `logging.lastResort`, warnings' capture) and closes it."""
+    write = stream_writer(stream)
+    outlet = Outlet(
+        write,
+        max_lines=max_lines,
+        name=name,
+        notice=lambda n: f"{n} log line(s) dropped: nobody was reading them",
+    )
+    handler = _OutletHandler(outlet)
+    handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
+    root = logging.getLogger()
+    before = (root.handlers[:], logging.lastResort)
+    root.handlers[:] = [handler]  # a handler that writes to the stream itself would block as before
+    logging.lastResort = handler  # for records of loggers that do not propagate and have no handler
+    logging.captureWarnings(True)  # warnings.showwarning wrote straight to stderr
+
+    def restore(timeout: float = 1.0) -> None:
+        logging.captureWarnings(False)
+        root.handlers[:], logging.lastResort = before
+        outlet.close(timeout)
+
+    return outlet, restore

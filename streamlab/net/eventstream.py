@@ -71,11 +71,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json as _json
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import Any, TypeVar, cast
 
 import httpx
 
@@ -94,7 +93,8 @@ from streamlab.core.errors import (
 )
 from streamlab.core.reading import Keep, Reading, TimedEvent
 from streamlab.core.retry import RETRYABLE_ENDINGS
-from streamlab.core.sse import SSEEvent, SSEParser
+from streamlab.core.safejson import read_json
+from streamlab.core.sse import SSEEvent, SSEParser, is_event_stream
 
 __all__ = [
     "TRANSLATE",
@@ -106,6 +106,10 @@ __all__ = [
     "MAX_ERROR_BODY_BYTES",
     "connect_trace",
     "SocketDeadline",
+    "transport_ending",
+    "describe_transport_error",
+    "iter_decoded",
+    "aiter_decoded",
 ]
 
 DEFAULT_READ_TIMEOUT = 30.0
@@ -160,6 +164,33 @@ def _translation(exc: BaseException) -> tuple[type[StreamEndError], type[StreamE
         if cls in TRANSLATE:
             return TRANSLATE[cls]
     raise TypeError(f"no translation for {type(exc).__name__}: {exc}")  # only httpx.HTTPError reaches here
+
+
+def transport_ending(exc: httpx.HTTPError, *, reading: bool) -> Ending:
+    """The `Ending` httpx's `exc` stands for, by `TRANSLATE`: raised before the response headers, or while
+    `reading` the body. The one mapping for every reader of httpx (the client, the checkers, the relay and the
+    gateway), so a write timeout, say, cannot be a read timeout to one and a broken stream to another."""
+    return _translation(exc)[_READING if reading else _OPENING].ending
+
+
+def describe_transport_error(exc: BaseException, *, reading: bool, peer: str = "the server") -> str:
+    """What broke, in a few words, for a report or a log line (at most 200 characters): a reset (an RST surfaces
+    as httpx's ReadError caused by ConnectionResetError), a close before the end of the body (a FIN mid-body is
+    a RemoteProtocolError; before the headers it may also be a reply that is not HTTP/1.1), a timeout, or
+    httpx's own words. `peer` names the other side ("the server", "the upstream")."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionResetError):
+            return f"reset by {peer}"
+        cause = cause.__cause__ or cause.__context__
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out ({type(exc).__name__})"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        if reading:
+            return f"closed by {peer} before the end of the body"
+        return f"the reply is not valid HTTP/1.1, or {peer} closed the connection: {text}"[:200]
+    return f"{type(exc).__name__}: {text}"[:200]
 
 
 def _seconds(value: float | None) -> str:
@@ -229,20 +260,20 @@ class _Base(Reading):
 
     def _build_request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         return client.build_request(
-            self.method, self.url, headers=self.request_headers, timeout=self._timeout(), json=self.body
+            self.method, self.url, headers=_as_headers(self.request_headers), timeout=self._timeout(), json=self.body
         )
 
     def _opened(self, response: httpx.Response) -> bool:
         """Record the status line and headers; True when the answer is an event stream to read."""
         self.headers_at = time.perf_counter()
         self.status, self.headers = response.status_code, response.headers
-        return 200 <= response.status_code < 300 and not _not_event_stream(response.headers)
+        return 200 <= response.status_code < 300 and is_event_stream(response.headers.get("content-type"))
 
     def _http_error(self, response: httpx.Response, content: bytes) -> BadStatus:
         """The error for an answer that is not a stream: BadStatus, or NotAnEventStream for a 2xx."""
         status, headers = response.status_code, response.headers
         try:
-            body: Any = _json.loads(content)
+            body: Any = read_json(content)
         except ValueError:
             body = content.decode("utf-8", "replace")
         elapsed = self.elapsed(time.perf_counter())
@@ -297,13 +328,10 @@ def _own_client_options(url: str) -> dict[str, Any]:
     return options
 
 
-def _not_event_stream(headers: httpx.Headers) -> bool:
-    """True unless the media type is text/event-stream (parameters such as charset allowed, any case).
-
-    The WHATWG standard fails the connection on any other Content-Type; an HTML error page from a proxy or
-    a JSON body (a request without "stream": true) must not be parsed as events."""
-    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    return media_type != "text/event-stream"
+def _as_headers(headers: dict[str, str | bytes]) -> dict[str, str]:
+    """The request headers as httpx's types name them: httpx takes a bytes value (Last-Event-ID, UTF-8) at run
+    time, but its `HeaderTypes` has no mapping that mixes str and bytes values."""
+    return cast("dict[str, str]", headers)
 
 
 _HAS_TIMEOUT_CM = hasattr(asyncio, "timeout")
@@ -569,6 +597,25 @@ def _decoder(response: httpx.Response, limit: int | None) -> BoundedDecoder | No
         return None
 
 
+def iter_decoded(response: httpx.Response, decoder: BoundedDecoder) -> Iterator[bytes]:
+    """The body's raw bytes through `decoder` (`streamlab.core.decompress`), a network read at a time, until its
+    limit: the one bounded-decoding loop of every reader of an httpx body (the client, `streamlab check`, the
+    relay). A corrupt coding raises `EncodingError`."""
+    for raw in response.iter_raw():
+        yield from decoder.feed(raw)
+        if decoder.exceeded:
+            return
+
+
+async def aiter_decoded(response: httpx.Response, decoder: BoundedDecoder) -> AsyncGenerator[bytes, None]:
+    """`iter_decoded`, for an async response."""
+    async for raw in response.aiter_raw():
+        for piece in decoder.feed(raw):
+            yield piece
+        if decoder.exceeded:
+            return
+
+
 def _pieces(response: httpx.Response, limit: int | None = None) -> Iterator[bytes]:
     """The body, decoded a bounded piece at a time (at most `limit` bytes in all); a corrupt coding is httpx's
     `DecodingError`, as it was when httpx decoded."""
@@ -577,29 +624,26 @@ def _pieces(response: httpx.Response, limit: int | None = None) -> Iterator[byte
         yield from response.iter_bytes()
         return
     try:
-        for raw in response.iter_raw():
-            yield from decoder.feed(raw)
-            if decoder.exceeded:
-                return
+        yield from iter_decoded(response, decoder)
     except EncodingError as exc:
         raise httpx.DecodingError(str(exc)) from exc
 
 
-async def _apieces(response: httpx.Response, limit: int | None = None) -> AsyncIterator[bytes]:
+async def _apieces(response: httpx.Response, limit: int | None = None) -> AsyncGenerator[bytes, None]:
     """`_pieces`, for an async response."""
     decoder = _decoder(response, limit)
     if decoder is None:
         async for chunk in response.aiter_bytes():
             yield chunk
         return
+    pieces = aiter_decoded(response, decoder)
     try:
-        async for raw in response.aiter_raw():
-            for piece in decoder.feed(raw):
-                yield piece
-            if decoder.exceeded:
-                return
+        async for piece in pieces:
+            yield piece
     except EncodingError as exc:
         raise httpx.DecodingError(str(exc)) from exc
+    finally:
+        await pieces.aclose()
 
 
 def _read_capped_sync(response: httpx.Response) -> bytes:

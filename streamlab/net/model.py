@@ -15,9 +15,10 @@ on a 2-core laptop, so the labs and the checker can meet what a real OpenAI-comp
   reaps the process; in a notebook `serve_model()` / `stop_model()` are re-run safe like the stand-in's
   `serve()`: one model server per process, replaced or reused by the next call, stopped at exit.
 
-Both packages are the optional `model` extra; `python3 dev.py model` builds and installs it (portably, with
-`CMAKE_ARGS=-DGGML_NATIVE=OFF`), then runs `main()` here. Nothing here imports llama_cpp: the server is a child
-process, so `model_available()` and `missing_message()` work, and say what to install, without it.
+Both packages are the optional `model` extra; `python3 dev.py model` builds and installs it (with
+`CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"`: portable code, no multimodal library), then runs `main()` here.
+Nothing here imports llama_cpp: the server is a child process, so `model_available()` and `missing_message()` work,
+and say what to install, without it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 """The sha256 of the assembled GGUF file, computed here from the file `assemble()` wrote (it is also the value
 the package itself checks); `model_path()` refuses a file that differs."""
 MODEL_NAME = "gemma-3-270m-q4_k_m"
+DEFAULT_CHAT_FORMAT = "gemma"
+"""llama-cpp-python's chat format for the packaged Gemma 3 270M. A `--gguf` file of the learner's own gets its own
+template unless `--chat-format` names one."""
 """The name the server lists under `/v1/models` (its `--model_alias`; otherwise it would list the file's path)."""
 SERVER_PACKAGE = "llama-cpp-python"
 SERVER_VERSION = "0.3.36"
@@ -65,7 +69,7 @@ LICENCE_NOTICE = (
 )
 
 INSTALL_COMMAND = "python3 dev.py model"
-PIP_COMMAND = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install -c constraints.txt -e ".[model]"'
+PIP_COMMAND = 'CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" pip install -c constraints.txt -e ".[model]"'
 
 LLAMA_SERVER_BUILD = f"""\
 llama-server is llama.cpp's own C++ server. Build it from the llama.cpp source that llama-cpp-python
@@ -122,7 +126,7 @@ def missing_message(*, server: bool = True, model: bool = True) -> str:
         return ""
     return (
         "The real model is not installed here: " + "; ".join(gaps) + f" (in {sys.executable}).\n"
-        f"Install it with `{INSTALL_COMMAND}` (builds llama-cpp-python portably, 7-25 minutes on 2 cores, "
+        f"Install it with `{INSTALL_COMMAND}` (builds llama-cpp-python portably, 15-35 minutes on 2 cores, "
         f"needs a C/C++ compiler), or inside this environment: {PIP_COMMAND}"
     )
 
@@ -185,8 +189,13 @@ def server_command(
     server: str = "llama-cpp-python",
     llama_server: str | None = None,
     extra: tuple[str, ...] = (),
+    chat_format: str | None = DEFAULT_CHAT_FORMAT,
 ) -> list[str]:
-    """The command line that serves `path` on 127.0.0.1:`port` (llama-cpp-python's or llama.cpp's server)."""
+    """The command line that serves `path` on 127.0.0.1:`port` (llama-cpp-python's or llama.cpp's server).
+
+    `chat_format` is llama-cpp-python's `--chat_format` ("gemma" for the packaged model); None leaves it out, so the
+    server applies the chat template stored in the GGUF file itself (what a file of your own usually wants).
+    llama-server always uses the file's template (`--jinja`)."""
     if server == "llama-server":
         binary = llama_server or shutil.which("llama-server")
         if binary is None:
@@ -222,8 +231,7 @@ def server_command(
         "127.0.0.1",
         "--port",
         str(port),
-        "--chat_format",
-        "gemma",
+        *(("--chat_format", chat_format) if chat_format else ()),
         "--logits_all",
         "false",
         "--n_threads",
@@ -266,8 +274,10 @@ class ModelServer:
         quiet: bool = True,
         startup_timeout: float = 180.0,
         grace: float = 10.0,
+        chat_format: str | None = DEFAULT_CHAT_FORMAT,
     ) -> None:
         self.gguf, self.requested_port, self.n_ctx, self.n_threads = gguf, port, n_ctx, n_threads
+        self.chat_format = chat_format
         self.server, self.llama_server, self.extra, self.quiet = server, llama_server, tuple(extra), quiet
         self.startup_timeout, self.grace = startup_timeout, grace
         self.path: Path | None = None
@@ -305,6 +315,7 @@ class ModelServer:
             server=self.server,
             llama_server=self.llama_server,
             extra=self.extra,
+            chat_format=self.chat_format,
         )
         if self.quiet:
             fd, name = tempfile.mkstemp(prefix="streamlab-model-", suffix=".log")
@@ -456,8 +467,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--llama-server", metavar="PATH", help="the llama-server binary (default: from PATH)")
     parser.add_argument("--n-ctx", type=int, default=2048, help="context size in tokens (default 2048)")
+    parser.add_argument(
+        "--chat-format",
+        metavar="NAME",
+        help=(
+            f"llama-cpp-python's chat format (default: {DEFAULT_CHAT_FORMAT} for the packaged model; with --gguf, the"
+            " template stored in the file; 'auto' forces that), e.g. chatml, llama-3, chatml-function-calling"
+        ),
+    )
     parser.add_argument("--check", action="store_true", help="only say whether the model extra is installed")
     return parser.parse_args(argv)
+
+
+def chat_format_for(gguf: str | None, asked: str | None) -> str | None:
+    """The chat format to serve with: the one asked for; else "gemma" for the packaged model and, for a GGUF file of
+    the learner's own, None (the template stored in the file). "auto" asks for the file's template explicitly."""
+    if asked == "auto":
+        return None
+    return asked or (None if gguf else DEFAULT_CHAT_FORMAT)
 
 
 def _announce(server: ModelServer) -> None:
@@ -485,6 +512,12 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     if args.check:
         print(f"{SERVER_PACKAGE} {_version(SERVER_PACKAGE)} and {MODEL_PACKAGE} {_version(MODEL_PACKAGE)} installed")
+        try:
+            path = model_path(args.gguf)  # assembles the packaged file if needed; checks its sha256
+        except ModelUnavailable as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print(f"{path}: sha256 {sha256_of(path)}" + ("" if args.gguf else " (as recorded)"))
         return 0
     if args.server == "llama-server" and not (args.llama_server or shutil.which("llama-server")):
         print(f"no llama-server on PATH and no --llama-server PATH given.\n{LLAMA_SERVER_BUILD}", file=sys.stderr)
@@ -498,7 +531,13 @@ def main(argv: list[str] | None = None) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     server = ModelServer(
-        args.gguf, port=args.port, n_ctx=args.n_ctx, server=args.server, llama_server=args.llama_server, quiet=False
+        args.gguf,
+        port=args.port,
+        n_ctx=args.n_ctx,
+        server=args.server,
+        llama_server=args.llama_server,
+        quiet=False,
+        chat_format=chat_format_for(args.gguf, args.chat_format),
     )
     try:
         print(f"starting {args.server} on 127.0.0.1 (loading the model takes a few seconds)...", flush=True)

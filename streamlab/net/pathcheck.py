@@ -40,6 +40,7 @@ from streamlab.core.errors import ConnectFailed, EncodingError
 from streamlab.core.pathcheck.checks import REQUEST_HEADERS, PathRead, PathReads, PathReport, chat_request, chat_url
 from streamlab.core.pathcheck.grade import grade_path
 from streamlab.core.pathcheck.timeline import timing_of
+from streamlab.net.eventstream import describe_transport_error
 
 __all__ = [
     "check_path",
@@ -144,13 +145,6 @@ class _Progress:
     problem: str | None = None
 
 
-def _describe(exc: Exception) -> str:
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return f"the connection closed before the end of the body: {text}"
-    return f"{type(exc).__name__}: {text}"
-
-
 def _read_body(response: httpx.Response, got: _Progress, watch: _Watch, limit: int) -> Ending:
     """Read the body to its end, timing each network read; the ending (COMPLETE, or LIMIT_EXCEEDED at the cap)."""
     try:
@@ -172,14 +166,14 @@ def _read_body(response: httpx.Response, got: _Progress, watch: _Watch, limit: i
     return Ending.COMPLETE
 
 
-def _ending_of(exc: Exception, watch: _Watch) -> tuple[Ending, str]:
+def _ending_of(exc: Exception, watch: _Watch, *, reading: bool) -> tuple[Ending, str]:
     if watch.fired == "hold":
         return Ending.CANCELLED, f"closed by the checker after its {watch.hold:g} s window, as planned"
     if watch.fired == "deadline" or (isinstance(exc, httpx.TimeoutException) and watch.elapsed() >= watch.deadline):
         return Ending.DEADLINE, f"the checker's own deadline of {watch.deadline:g} s"
     if isinstance(exc, EncodingError):
         return Ending.BROKEN, f"the body could not be decoded: {exc}"
-    return Ending.BROKEN, _describe(exc)
+    return Ending.BROKEN, describe_transport_error(exc, reading=reading)
 
 
 def read_route(
@@ -217,10 +211,10 @@ def read_route(
             ending = _read_body(response, got, watch, limit)
             ended_at = watch.elapsed()
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise ConnectFailed(f"cannot connect to {url}: {_describe(exc)}") from exc
+        raise ConnectFailed(f"cannot connect to {url}: {describe_transport_error(exc, reading=False)}") from exc
     except (httpx.HTTPError, EncodingError) as exc:
         ended_at = watch.elapsed()
-        ending, got.problem = _ending_of(exc, watch)
+        ending, got.problem = _ending_of(exc, watch, reading=got.status is not None)
     finally:
         watch.cancel()
     return PathRead(

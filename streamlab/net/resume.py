@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
 import httpx
@@ -52,6 +52,13 @@ from streamlab.net.eventstream import (
 )
 
 __all__ = ["Connection", "ResumableResponseStream", "LastEventIdStream"]
+
+
+class _Limits(TypedDict):
+    """The bounds of each connection's parser (`SSEParser`'s keyword arguments)."""
+
+    max_line_bytes: int
+    max_event_bytes: int
 
 
 @dataclass
@@ -171,7 +178,7 @@ class ResumableResponseStream:
         self.client_options = _client_options(
             client, headers, read_timeout, connect_timeout, deadline, idle_timeout, is_content, keep
         )
-        self.limits = {"max_line_bytes": max_line_bytes, "max_event_bytes": max_event_bytes}
+        self.limits = _Limits(max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
         self.connections: list[Connection] = []
         self.terminal: str | None = None  # the terminal event type once it arrived
         self.stream: EventStream | None = None  # the client stream of the current connection
@@ -308,7 +315,7 @@ class LastEventIdStream:
         self.max_retry_ms = max_retry_ms
         self.sleep = sleep
         self.is_terminal = is_terminal
-        self.limits = {"max_line_bytes": max_line_bytes, "max_event_bytes": max_event_bytes}
+        self.limits = _Limits(max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
         self.client_options = _client_options(
             client, headers, read_timeout, connect_timeout, deadline, idle_timeout, is_content, keep
         )

@@ -51,7 +51,7 @@ from typing import Any
 
 import openai
 
-from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
+from streamlab.core.accumulate import INCOMPLETE_FINISH_REASONS, ChatAccumulator, ResponsesAccumulator
 from streamlab.core.endings import Ending, Outcome, outcome_of
 from streamlab.core.errors import (
     ErrorInStream,
@@ -61,6 +61,7 @@ from streamlab.core.errors import (
     SSELimitError,
     StreamEndError,
 )
+from streamlab.core.partialjson import StructuredAnswer, structured_answer
 from streamlab.core.resume import is_content_event
 from streamlab.core.sse import SSEEvent, SSEParser
 
@@ -72,6 +73,8 @@ __all__ = [
     "read_sdk_stream",
     "aread_sdk_stream",
     "ending_of_exception",
+    "SDKStructured",
+    "sdk_structured_stream",
 ]
 
 
@@ -202,7 +205,12 @@ class _ViewBase:
     """The bookkeeping shared by the sync and async views (no reading here)."""
 
     def __init__(
-        self, stream: Any, idle_timeout: float | None, is_content: Callable[[SSEEvent], bool], kind: type, method: str
+        self,
+        stream: Any,
+        idle_timeout: float | None,
+        is_content: Callable[[SSEEvent], bool],
+        kind: type[Any],
+        method: str,
     ) -> None:
         if not isinstance(stream, kind):
             raise TypeError(
@@ -215,7 +223,7 @@ class _ViewBase:
             raise ValueError(
                 f"{type(self).__name__} must see the stream from its first byte: this one was already read or closed"
             )
-        self.stream = stream
+        self.stream: Any = stream  # an openai.Stream or AsyncStream (checked above)
         self.dialect = _dialect(response)
         self.accumulator: ChatAccumulator | ResponsesAccumulator = (
             ChatAccumulator() if self.dialect == "chat" else ResponsesAccumulator()
@@ -494,3 +502,81 @@ async def aread_sdk_stream(
     finally:
         await view.aclose()
     return view.result()
+
+
+# -- structured output: the SDK's helpers on the same bytes as the library ------------------------------------------
+
+
+@dataclass(frozen=True)
+class SDKStructured:
+    """What `client.chat.completions.stream(response_format=...)` made of a structured answer, beside the library's
+    verdict on the same bytes.
+
+    `partials`: the SDK's `parsed` value on each `content.delta` event (its partial JSON, jiter's `partial_mode`);
+    `parsed`: the final parsed object (None when the SDK raised); `raised`: the exception that ended the SDK's
+    loop, as "ClassName: message" (None when it ended quietly), `raised_type` its class name; `content`: the text
+    the SDK had when it stopped; `finish_reason` (choice 0); `verdict`: `streamlab.core.partialjson.structured_answer`
+    on the text and outcome the library's `ChatAccumulator` rebuilt from the bytes the SDK read."""
+
+    partials: tuple[Any, ...]
+    parsed: Any
+    raised: str | None
+    raised_type: str | None
+    content: str
+    finish_reason: str | None
+    verdict: StructuredAnswer
+
+
+def sdk_structured_stream(client: openai.OpenAI, *, response_format: Any, **request: Any) -> SDKStructured:
+    """Stream a structured answer through the SDK's helper, `client.chat.completions.stream(response_format=...,
+    **request)` (a pydantic model as `response_format`), and read the same bytes with the library.
+
+    What it shows (openai 3.57.0, `lib/streaming/chat/_completions.py`): each `content.delta` event carries the
+    partial JSON parsed so far; an answer cut by finish_reason "length" (or "content_filter") makes the helper
+    raise `LengthFinishReasonError` ("Could not parse response content as the length limit was reached") in the
+    middle of the loop: a parse error, where the library says "incomplete" and keeps what arrived
+    (openai-python#3263). Exceptions other than those two propagate (a connection error, an HTTP error)."""
+    tap = _Tap(None, is_content_event)
+    partials: list[Any] = []
+    parsed: Any = None
+    raised: BaseException | None = None
+    content, finish = "", None
+    with client.chat.completions.stream(response_format=response_format, **request) as stream:
+        response = stream._response  # the one seam: the SDK reads the body through response.iter_bytes
+        response.iter_bytes = tap.wrap(response.iter_bytes)  # type: ignore[method-assign]
+        try:
+            for event in stream:
+                if event.type == "content.delta":
+                    partials.append(event.parsed)
+            final = stream.get_final_completion()
+            parsed, content = final.choices[0].message.parsed, final.choices[0].message.content or ""
+            finish = final.choices[0].finish_reason
+        except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
+            raised = exc
+            cut = exc.completion  # the snapshot when the helper raised (typed Optional by the SDK)
+            content = (cut.choices[0].message.content or "") if cut is not None and cut.choices else ""
+            finish = cut.choices[0].finish_reason if cut is not None and cut.choices else None
+    return SDKStructured(
+        tuple(partials),
+        parsed,
+        None if raised is None else _describe(raised),
+        None if raised is None else type(raised).__name__,
+        content,
+        finish,
+        _library_verdict(tap),
+    )
+
+
+def _library_verdict(tap: _Tap) -> StructuredAnswer:
+    """The library's verdict on the events the SDK's bytes held: a finish_reason "length" or "content_filter" is
+    an incomplete answer even when the SDK stopped reading there (before `[DONE]`)."""
+    acc = ChatAccumulator()
+    try:
+        for event in tap.pending:
+            acc.feed(event)
+    except (ErrorInStream, FrameError):
+        pass  # kept in the accumulator: its outcome says failed
+    outcome = acc.outcome()
+    if outcome in (Outcome.TRUNCATED, Outcome.CANCELLED) and acc.finish_reason.get(0) in INCOMPLETE_FINISH_REASONS:
+        outcome = Outcome.INCOMPLETE
+    return structured_answer(acc.text.get(0, ""), outcome)

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -70,7 +71,7 @@ _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
     """Use `ax` if given, else a new Figure (not pyplot's: nothing leaks into a global figure list)."""
     if ax is not None:
-        return ax.figure, ax
+        return ax.figure.figure, ax  # the root Figure (itself, or a SubFigure's parent)
     fig = Figure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot()
 
@@ -428,7 +429,7 @@ def plot_breaker_timeline(
     ax.set_ylim(0.4, len(names) + 0.6)
     ax.set_xlim(0, end - since)
     ax.set_xlabel("seconds on the breakers' clock")
-    handles = [
+    handles: list[Artist] = [
         Patch(facecolor=c, edgecolor=c, alpha=0.3, hatch=h, label=str(s).replace("_", "-"))
         for s, (c, h) in _STATE_STYLES.items()
     ]
@@ -519,7 +520,7 @@ def plot_interval_sweep(
     ax.set_ylabel("repaints per second")
     right.set_ylabel("longest wait (ms)")
     lines = ax.get_lines() + right.get_lines()
-    ax.legend(lines, [line.get_label() for line in lines], loc="upper center", fontsize=8)
+    ax.legend(lines, [str(line.get_label()) for line in lines], loc="upper center", fontsize=8)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return fig

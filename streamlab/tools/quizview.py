@@ -23,7 +23,10 @@ static site can still render them with it.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -42,8 +45,10 @@ __all__ = [
     "quiz_answers",
     "quiz_html",
     "quiz_text",
+    "seal",
     "shows",
     "site_quiz",
+    "unseal",
     "text_of",
 ]
 
@@ -328,11 +333,47 @@ class QuizView:
 # =====================================================================================================
 
 
+def _keystream(key: str, size: int) -> bytes:
+    """`size` bytes drawn from `key`: FNV-1a of its UTF-8 bytes seeds mulberry32, whose 32-bit words give four
+    bytes each, least significant first (quiz.js's `keystream` draws the same bytes in a few lines)."""
+    mask = 0xFFFFFFFF
+    state = 0x811C9DC5
+    for byte in key.encode("utf-8"):
+        state = ((state ^ byte) * 0x01000193) & mask
+    out = bytearray()
+    while len(out) < size:
+        state = (state + 0x6D2B79F5) & mask
+        word = ((state ^ (state >> 15)) * (state | 1)) & mask
+        word = ((word + (((word ^ (word >> 7)) * (word | 61)) & mask)) & mask) ^ word
+        out += ((word ^ (word >> 14)) & mask).to_bytes(4, "little")
+    return bytes(out[:size])
+
+
+def seal(value: Any, key: str) -> str:
+    """`value` as JSON kept out of plain sight in a static page: its UTF-8 bytes XORed with `_keystream(key)`, in
+    base64. A reader of the page's source sees no answer; a reader who runs the page's script can, as with any
+    quiz graded in the browser: it hides answers from a glance, not from a determined reader."""
+    data = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return base64.b64encode(bytes(a ^ b for a, b in zip(data, _keystream(key, len(data)), strict=True))).decode()
+
+
+def unseal(sealed: str, key: str) -> Any:
+    """The value `seal(value, key)` sealed (what quiz.js's `unseal` does in the reader's browser)."""
+    data = base64.b64decode(sealed)
+    return json.loads(bytes(a ^ b for a, b in zip(data, _keystream(key, len(data)), strict=True)).decode("utf-8"))
+
+
 def site_quiz(q: Quiz) -> dict[str, Any]:
     """A loaded quiz as the course site's script needs it (a JSON-ready dict): each question's HTML, and for every
     answer a learner can give the verdict HTML the widget would show, made here by the same functions, so the
     static page and the notebook say the same words. Numeric entries keep jupyterquiz's meaning (`value`: that
-    number; `range`: low <= x < high; first match wins; `default_html` for any other number)."""
+    number; `range`: low <= x < high; first match wins; `default` for any other number).
+
+    Whatever tells a right answer from a wrong one (which choice is right, every verdict, the numbers, "Show all
+    answers") is sealed (`seal`), keyed by the quiz's `salt`, the question and the letter, so the page's source
+    holds no answer in plain text: `{"correct", "verdict"}` in each choice's `seal`, `{"numeric", "default"}` in a
+    numeric question's `seal`, the answers' HTML in `answers_seal`."""
+    salt = hashlib.sha256(repr((q.lab, q.questions)).encode("utf-8")).hexdigest()[:16]  # the same on every machine
     questions = []
     for question in q.questions:
         item: dict[str, Any] = {"id": question.id, "kind": question.kind, "html": _html(question.text)}
@@ -342,14 +383,16 @@ def site_quiz(q: Quiz) -> dict[str, Any]:
                 {
                     "letter": LETTERS[i],
                     "html": _html(c.text) + _pre(c.code),
-                    "correct": c.correct,
-                    "verdict": _feedback_html(question, Verdict(c.correct, c.feedback)),
+                    "seal": seal(
+                        {"correct": c.correct, "verdict": _feedback_html(question, Verdict(c.correct, c.feedback))},
+                        f"{salt}:{question.id}:{LETTERS[i]}",
+                    ),
                 }
                 for i, c in enumerate(question.choices)
             ]
         else:
             default = next((a.feedback for a in question.numeric if a.kind == "default"), "Not this number.")
-            item["numeric"] = [
+            numeric = [
                 {
                     "kind": a.kind,
                     "value": a.value,
@@ -361,10 +404,12 @@ def site_quiz(q: Quiz) -> dict[str, Any]:
                 for a in question.numeric
                 if a.kind != "default"
             ]
-            item["default"] = _feedback_html(question, Verdict(False, default))
+            graded = {"numeric": numeric, "default": _feedback_html(question, Verdict(False, default))}
+            item["seal"] = seal(graded, f"{salt}:{question.id}:numeric")
         questions.append(item)
     title = f"Checkpoint quiz, lab {q.lab}: {len(q.questions)} questions"
-    return {"lab": q.lab, "title": title, "questions": questions, "answers": answers_html(q)}
+    answers = seal(answers_html(q), f"{salt}:answers")
+    return {"lab": q.lab, "title": title, "salt": salt, "questions": questions, "answers_seal": answers}
 
 
 def build_quiz(lab: str | int, folder: Path | None = None) -> QuizView:

@@ -137,7 +137,7 @@ class SideBySide:
         results = await asyncio.gather(
             tee(), *(render_batched(drain(q), self._painter(k), interval=intervals[k]) for k, q in enumerate(queues))
         )
-        self.flushes = dict(zip(self.labels, results[1:]))
+        self.flushes = {label: flushes for label, flushes in zip(self.labels, results[1:]) if flushes is not None}
         return {label: render_stats(flushes).line() for label, flushes in self.flushes.items()}
 
 

@@ -6,6 +6,9 @@
 // and "Show all answers" shows every answer only when the reader asks. The texts come from _static/quiz-NN.js,
 // written at build time by streamlab.tools.quizview.site_quiz (the same functions the widget uses), loaded with
 // a <script> tag so the site also works opened from the disk (file://). Without JavaScript the HTML stays.
+// What tells a right answer from a wrong one is sealed in those files (site_quiz's `seal`: JSON XORed with a
+// keystream drawn from a key, in base64), so a reader of the page's source sees no answer; `unseal` opens one
+// when the reader clicks, checks a number or asks for the answers.
 "use strict";
 (() => {
   const base = document.currentScript.src.replace(/[^/]*$/, "");
@@ -27,19 +30,42 @@
     return Number.isFinite(value) ? value : null;
   };
 
+  // streamlab.tools.quizview._keystream: FNV-1a of the key's UTF-8 bytes seeds mulberry32, 4 bytes a word.
+  const keystream = (key) => {
+    let state = 0x811c9dc5;
+    for (const byte of new TextEncoder().encode(key)) state = Math.imul(state ^ byte, 0x01000193) >>> 0;
+    return () => {
+      state = (state + 0x6d2b79f5) >>> 0;
+      let word = Math.imul(state ^ (state >>> 15), state | 1);
+      word = (word + Math.imul(word ^ (word >>> 7), word | 61)) ^ word;
+      return (word ^ (word >>> 14)) >>> 0;
+    };
+  };
+
+  const unseal = (sealed, key) => {
+    const bytes = Uint8Array.from(atob(sealed), (c) => c.charCodeAt(0));
+    const next = keystream(key);
+    let word = 0;
+    for (let i = 0; i < bytes.length; i++) {
+      if (i % 4 === 0) word = next();
+      bytes[i] ^= (word >>> (8 * (i % 4))) & 0xff;
+    }
+    return JSON.parse(new TextDecoder().decode(bytes));
+  };
+
   const close = (a, b) => Math.abs(a - b) <= Math.max(1e-9 * Math.max(Math.abs(a), Math.abs(b)), 1e-12);
 
   // The verdict HTML for a typed answer: the first entry that matches decides (jupyterquiz's rule).
-  const gradeNumber = (question, typed) => {
+  const gradeNumber = (graded, typed) => {
     const number = parseNumber(typed);
     if (number === null) {
       return {correct: false, html: "<b>Not quite.</b> That is not a number: type digits, such as 0.25 or 1/30."};
     }
-    for (const entry of question.numeric) {
+    for (const entry of graded.numeric) {
       const hit = entry.kind === "value" ? close(number, entry.value) : entry.low <= number && number < entry.high;
       if (hit) return {correct: entry.correct, html: entry.verdict};
     }
-    return {correct: false, html: question.default};
+    return {correct: false, html: graded.default};
   };
 
   function render(holder, quiz) {
@@ -71,7 +97,10 @@
           const button = el("button", "", choice.letter);
           button.type = "button";
           button.title = `answer ${choice.letter}`;
-          button.addEventListener("click", () => show({correct: choice.correct, html: choice.verdict}, button));
+          button.addEventListener("click", () => {
+            const sealed = unseal(choice.seal, `${quiz.salt}:${question.id}:${choice.letter}`);
+            show({correct: sealed.correct, html: sealed.verdict}, button);
+          });
           row.appendChild(button);
           row.appendChild(el("span", "", choice.html));
           part.appendChild(row);
@@ -83,7 +112,9 @@
         entry.placeholder = "a number";
         const check = el("button", "", "Check");
         check.type = "button";
-        const grade = () => entry.value.trim() && show(gradeNumber(question, entry.value), check);
+        const grade = () =>
+          entry.value.trim() &&
+          show(gradeNumber(unseal(question.seal, `${quiz.salt}:${question.id}:numeric`), entry.value), check);
         check.addEventListener("click", grade);
         entry.addEventListener("keydown", (e) => e.key === "Enter" && grade());
         row.appendChild(entry);
@@ -100,7 +131,7 @@
     const answers = el("div", "streamlab-quiz-answers");
     reveal.addEventListener("click", () => {
       const shown = answers.innerHTML !== "";
-      answers.innerHTML = shown ? "" : quiz.answers;
+      answers.innerHTML = shown ? "" : unseal(quiz.answers_seal, `${quiz.salt}:answers`);
       reveal.textContent = shown ? "Show all answers" : "Hide the answers";
     });
     box.appendChild(reveal);

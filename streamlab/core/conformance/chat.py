@@ -26,9 +26,11 @@ from streamlab.core.conformance.base import (
     streams_of,
 )
 from streamlab.core.conformance.checks import Finding, ProbeResult, Status
+from streamlab.core.safejson import json_or_none
 from streamlab.core.scan import Block
+from streamlab.core.shapes import REASONING_FIELDS
 
-__all__ = ["ANSWERS", "chat_findings"]
+__all__ = ["ANSWERS", "chat_findings", "over_cap", "reasoning_note", "REASONING_NOTE"]
 
 
 def _done(streams: Sequence[Stream]) -> Finding:
@@ -87,8 +89,34 @@ def _json_and_shape(streams: Sequence[Stream]) -> list[Finding]:
         json_w.result(f"every data line but [DONE] is a JSON object ({chunks} chunks)"),
         object_w.result('every chunk says "object": "chat.completion.chunk"'),
         id_w.result("one id per stream, on every chunk"),
-        delta_w.result("every choice has an integer index and a delta object"),
+        delta_w.result("every choice has an integer index and a delta object" + reasoning_note(streams)),
     ]
+
+
+REASONING_NOTE = "not in the OpenAI reference: documented by the servers that send them, noted, never graded"
+"""What the checker says of reasoning fields in Chat deltas (`streamlab.core.shapes.REASONING_FIELDS`)."""
+
+
+def reasoning_note(streams: Sequence[Stream]) -> str:
+    """ "" when no delta carries a reasoning field, else a note for `chat.delta`'s detail: which fields came, in how
+    many deltas, how many carried the same text in both (a mirror a client must not show twice), and that they are
+    not graded. A reasoning model's thinking is not a fault; the reference simply has no field for it."""
+    counts = dict.fromkeys(REASONING_FIELDS, 0)
+    mirrored = 0
+    for st in streams:
+        for _, choice in st.choices():
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                continue
+            found = [name for name in REASONING_FIELDS if isinstance(delta.get(name), str)]
+            for name in found:
+                counts[name] += 1
+            mirrored += len(found) == 2 and delta[found[0]] == delta[found[1]]
+    seen = ", ".join(f"delta.{name} in {n} delta(s)" for name, n in counts.items() if n)
+    if not seen:
+        return ""
+    both = f", the same text in both fields in {mirrored} (count it once)" if mirrored else ""
+    return f"; note: reasoning fields {seen}{both}, {REASONING_NOTE}"
 
 
 def _choices_problem(choices: Any) -> str | None:
@@ -240,6 +268,9 @@ def _usage(unasked: Sequence[Stream], asked: Stream | None) -> list[Finding]:
         )
     text = any(carries(c.get("delta")) for _, c in asked.choices())
     problem = count_problem(last.obj["usage"], ("prompt_tokens", "completion_tokens", "total_tokens"), text)
+    problem = problem or over_cap(
+        last.obj["usage"].get("completion_tokens"), asked.result.request.cap, "completion_tokens", "max_tokens"
+    )
     if problem:
         found.append(Finding("usage.counts", Status.FAIL, f"{asked.name}: {problem}", asked.at(last, b'"usage"')))
     else:
@@ -253,6 +284,14 @@ def _usage(unasked: Sequence[Stream], asked: Stream | None) -> list[Finding]:
             )
         )
     return found
+
+
+def over_cap(made: Any, cap: int | None, made_name: str, cap_name: str) -> str | None:
+    """What is wrong when a usage count says more tokens were generated than the request's bound allowed (a
+    server that stops at `max_tokens` cannot produce more; a proxy that estimates usage can report more), or None."""
+    if isinstance(made, int) and not isinstance(made, bool) and cap is not None and made > cap:
+        return f"{made_name} is {made}, more than the {cap_name} of {cap} the request set"
+    return None
 
 
 # -- tool calls ------------------------------------------------------------------------------------------------
@@ -479,10 +518,7 @@ def _header(st: Stream, call: _Call, header_w: Worst) -> None:
 
 def _arguments(st: Stream, call: _Call, args_w: Worst) -> None:
     joined = "".join(v for _, v in call.strings("arguments"))
-    try:
-        value = json.loads(joined)
-    except (ValueError, RecursionError):
-        value = None
+    value = json_or_none(joined)
     if isinstance(value, dict):
         return
     final = _finish_of(st, call.choice)

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamlab.core.sse import is_event_stream
 from streamlab.core.words import Word
 
 __all__ = [
@@ -507,7 +508,8 @@ class ProbeResult:
 
     @property
     def is_event_stream(self) -> bool:
-        return self.status == 200 and self.media_type == "text/event-stream"
+        """A 200 whose Content-Type is an event stream, by the library's one rule (`streamlab.core.sse`)."""
+        return self.status == 200 and is_event_stream(self.header("content-type"))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ its check's finding (`streamlab.core.conformance.checks.CHECKS`), worst verdict 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +22,10 @@ from streamlab.core.conformance.base import (
     streams_of,
     unserved,
 )
+from streamlab.core.conformance.chat import over_cap
 from streamlab.core.conformance.checks import Finding, ProbeResult, Status
+from streamlab.core.resume import sequence_verdict
+from streamlab.core.safejson import json_or_none
 from streamlab.core.scan import Block
 
 __all__ = ["responses_findings"]
@@ -76,10 +78,23 @@ _WHERE = {
             "response.output_text.done",
             "response.refusal.delta",
             "response.refusal.done",
+            "response.reasoning_text.delta",
+            "response.reasoning_text.done",
+        )
+    },
+    **{
+        t: ("output_index", "summary_index")
+        for t in (
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_part.done",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.done",
         )
     },
 }
-"""The index fields the API reference gives each output event (every one of them also has a sequence_number)."""
+"""The index fields the API reference gives each output event (every one of them also has a sequence_number),
+the reasoning events' among them: a reasoning summary's parts are numbered by `summary_index`, raw reasoning text
+by `content_index` (the openai SDK's `ResponseReasoningSummaryTextDeltaEvent`, `ResponseReasoningTextDeltaEvent`)."""
 
 
 def _indexes(streams: Sequence[Stream]) -> Finding:
@@ -96,7 +111,7 @@ def _indexes(streams: Sequence[Stream]) -> Finding:
                     f"{st.name}: event #{block.number} ({obj['type']}) has no integer {' or '.join(missing)}",
                     st.at(block),
                 )
-    return worst.result(f"{seen} output event(s), each with its output_index (and content_index)")
+    return worst.result(f"{seen} output event(s), each with its output_index (and content_index or summary_index)")
 
 
 def _sequence(streams: Sequence[Stream]) -> Finding:
@@ -111,15 +126,14 @@ def _sequence(streams: Sequence[Stream]) -> Finding:
                     f"{st.name}: event #{block.number} ({obj['type']}) has no integer sequence_number",
                     st.at(block),
                 )
-            elif previous is not None and seq <= previous:
+            elif (verdict := sequence_verdict(previous, seq, keepalive=obj["type"] == "keepalive")) == "new":
+                previous = seq
+            elif verdict != "repeat":  # a keep-alive repeating a number is harmless (the library's one rule)
                 worst.add(
                     Status.FAIL,
                     f"{st.name}: event #{block.number} ({obj['type']}) has sequence_number {seq} after {previous}",
                     st.at(block, b'"sequence_number"'),
                 )
-                previous = max(previous, seq)
-            else:
-                previous = seq
     return worst.result("sequence_number strictly increases in every stream")
 
 
@@ -130,6 +144,10 @@ _DELTA_DONE = {
     "response.refusal.done": ("refusal", "refusal"),
     "response.function_call_arguments.delta": ("arguments", "delta"),
     "response.function_call_arguments.done": ("arguments", "arguments"),
+    "response.reasoning_summary_text.delta": ("reasoning summary", "delta"),
+    "response.reasoning_summary_text.done": ("reasoning summary", "text"),
+    "response.reasoning_text.delta": ("reasoning text", "delta"),
+    "response.reasoning_text.done": ("reasoning text", "text"),
 }
 
 
@@ -142,7 +160,13 @@ def _done_matches(streams: Sequence[Stream]) -> Finding:
             kind = _DELTA_DONE.get(obj["type"])
             if kind is None or not isinstance(obj.get(kind[1]), str):
                 continue
-            key = (kind[0], obj.get("item_id"), obj.get("output_index"), obj.get("content_index"))
+            key = (
+                kind[0],
+                obj.get("item_id"),
+                obj.get("output_index"),
+                obj.get("content_index"),
+                obj.get("summary_index"),
+            )
             if obj["type"].endswith(".delta"):
                 built[key] = built.get(key, "") + obj[kind[1]]
                 continue
@@ -220,6 +244,7 @@ def _responses_usage(streams: Sequence[Stream]) -> Finding:
             "response.completed carries no usage"
             if not isinstance(usage, dict)
             else count_problem(usage, ("input_tokens", "output_tokens", "total_tokens"), produced)
+            or over_cap(usage.get("output_tokens"), st.result.request.cap, "output_tokens", "max_output_tokens")
         )
         if problem:
             worst.add(Status.FAIL, f"{st.name}: {problem}", st.at(done[0], b'"usage"'))
@@ -243,10 +268,7 @@ def _responses_arguments(st: Stream | None) -> Finding:
     if not items:
         return Finding("responses.arguments", Status.SKIP, f"{st.name}: the model answered without calling a function")
     for block, item in items:
-        try:
-            value = json.loads(item.get("arguments") if isinstance(item.get("arguments"), str) else "")
-        except (ValueError, RecursionError):
-            value = None
+        value = json_or_none(item.get("arguments") if isinstance(item.get("arguments"), str) else "")
         if not isinstance(value, dict):
             worst.add(
                 Status.FAIL,

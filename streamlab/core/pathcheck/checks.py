@@ -28,6 +28,7 @@ from typing import Any
 
 from streamlab.core.conformance.checks import MAX_TOKENS, TEXT_PROMPT, Evidence, GradedReport, Status
 from streamlab.core.endings import Ending
+from streamlab.core.sse import is_event_stream
 
 __all__ = [
     "PathCheck",
@@ -200,7 +201,8 @@ class PathRead:
 
     @property
     def is_event_stream(self) -> bool:
-        return self.status == 200 and self.media_type == "text/event-stream"
+        """A 200 whose Content-Type is an event stream, by the library's one rule (`streamlab.core.sse`)."""
+        return self.status == 200 and is_event_stream(self.header("content-type"))
 
     def status_line(self) -> str:
         """The status as one line: "HTTP/1.1 200 text/event-stream", or "no HTTP response (why)"."""

@@ -12,10 +12,15 @@ tested with plain values, and one script serves any number of learners (`streaml
 Routes come from one table, `ROUTES` (method, path pattern, planner), as h11 picks its readers from a
 table: a path that matches some route but not with this method gets the one 405 with an `Allow` header;
 a path that matches none gets the one 404.
+
+Who is asking is decided once, in `plan`: in an open room the request's bearer token names the learner
+(`learner_of`); in a room with a door (`streamlab.core.standin.door`) only a key the room issued on
+`POST /v1/join` does, and every other route answers a request without one with a 401 that says how to join.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -24,10 +29,12 @@ from typing import Any
 
 from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
 from streamlab.core.errors import ErrorInStream, FrameError, SequenceError
-from streamlab.core.progress import MAX_VERDICT_BYTES, PROGRESS_PATH, read_verdict
+from streamlab.core.progress import MAX_VERDICT_BYTES, PROGRESS_PATH, load_catalogue, read_verdict
+from streamlab.core.safejson import json_or_none
 from streamlab.core.shapes import error_body
 from streamlab.core.sse import SSEEvent, SSEParser, parse
 from streamlab.core.standin.actions import Action, Close, Decision, Note, Pause, Reply, Stream, Write
+from streamlab.core.standin.door import JOIN_PATH, Joined
 from streamlab.core.standin.eventsource import (
     EVENTS_PATH,
     EventsOptions,
@@ -66,6 +73,7 @@ __all__ = [
     "strip_usage",
     "skip_after_id",
     "last_event_id",
+    "numbered_steps",
 ]
 
 
@@ -106,10 +114,12 @@ def plan(room: Room, request: Request) -> Decision:
     head = request.head
     path = head.path.rstrip("/")
     segments = path.split("/")[1:]
-    learner = learner_of(head)
+    learner = _who(room, request)
     matching = [(route, params) for route in ROUTES if (params := route.match(segments)) is not None]
     for route, params in matching:
         if route.method == head.method:
+            if room.door is not None and not learner and route.planner is not _join:
+                return Decision(_not_joined(head), Note(learner=""))
             if route.planner in _STATEFUL and not room.admits(learner):  # a full room refuses new keys only
                 full = _error(429, room_full_message(room.max_learners), type="requests", code="room_full")
                 return Decision(full, Note(learner=learner))
@@ -129,6 +139,32 @@ def _error(
     status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None, param: str | None = None
 ) -> Reply:
     return Reply(status, error_body(message, type, code, param))
+
+
+def _who(room: Room, request: Request) -> str:
+    """The learner asking: the bearer token in an open room; in a room with a door, the member the room's key
+    names (an EventSource's `?key=` or cookie too), or "" for anyone else."""
+    head = request.head
+    if room.door is None:
+        return learner_of(head)
+    key = key_of(head) if head.path.rstrip("/") == EVENTS_PATH else None
+    if key is None:
+        value = (head.get("authorization") or "").strip()
+        scheme, _, token = value.partition(" ")
+        key = token.strip() if scheme.lower() == "bearer" else value
+    return room.door.name_of(key, now=request.now) or ""
+
+
+def _not_joined(head: RequestHead) -> Reply:
+    """The 401 for a request to a room without a key the room issued: it says how to join."""
+    root = f"http://{clip(head.get('host') or 'HOST:PORT', 100)}"
+    message = (
+        "this stand-in serves a room: join it first, with the join code the instructor gave you and your name. "
+        f"In Python: `room = streamlab.join_room('{root}', name='your-name', code='CODE')`, then use "
+        f"`room.api_key` as your API key; or `curl {root}{JOIN_PATH} -d "
+        '\'{"name": "your-name", "code": "CODE"}\'` and send its "api_key" as `Authorization: Bearer KEY`.'
+    )
+    return _error(401, message, code="not_joined")
 
 
 # --- POST /v1/chat/completions and /v1/responses ---------------------------------------------------
@@ -560,6 +596,12 @@ def _progress(room: Room, request: Request, learner: str, params: dict[str, str]
             ),
             note,
         )
+    if room.door is not None:
+        wait = room.door.allow_verdict(request.peer, now=request.now)
+        if wait:
+            message = "too many verdicts from this address: wait a moment (a check cell sends one)"
+            refused = _error(429, message, type="requests", code="rate_limited")
+            return Decision(Reply(429, refused.body, (("Retry-After", str(int(wait) + 1)),)), note)
     if len(request.body) > MAX_VERDICT_BYTES:
         return Decision(
             _error(
@@ -575,9 +617,47 @@ def _progress(room: Room, request: Request, learner: str, params: dict[str, str]
     verdict = read_verdict(req)
     if isinstance(verdict, str):
         return Decision(_error(400, verdict, code="invalid_verdict"), note)
+    if verdict.exercise not in _known_exercises():  # made-up ids would fill the dashboard grid's columns
+        message = f"no lab has an exercise {verdict.exercise!r}: the check cells send the ids of streamlab progress"
+        return Decision(_error(400, message, param="exercise", code="unknown_exercise"), note)
     return Decision(
         Reply(200, {"object": "stand-in.progress", **verdict.as_json()}), Note(learner=learner, json=verdict.as_json())
     )
+
+
+@functools.cache
+def _known_exercises() -> frozenset[str]:
+    """Every exercise id of the catalogue (`streamlab/data/exercises.json`)."""
+    return frozenset(exercise for lab in load_catalogue() for exercise, _ in lab.exercises)
+
+
+# --- POST /v1/join: a learner joins a room with its code and their name ------------------------------------
+
+
+def _join(room: Room, request: Request, learner: str, params: dict[str, str]) -> Decision:
+    """`{"name": ..., "code": ...}` in, the learner's API key out (`streamlab.core.standin.door`); an open room
+    needs no joining and says so (404, as a path it does not serve)."""
+    door = room.door
+    if door is None:
+        message = "this stand-in is an open room: there is nothing to join, any API key names you"
+        return Decision(_error(404, message, code="no_join_code"), Note(learner=learner))
+    if len(request.body) > MAX_VERDICT_BYTES:
+        return Decision(_error(413, f"a join body is at most {MAX_VERDICT_BYTES} bytes", code="body_too_large"))
+    req = _read_json(request.head, request.body)
+    if isinstance(req, Reply):
+        return Decision(req, Note(learner=""))
+    name, code = req.get("name"), req.get("code")
+    if not isinstance(code, str):
+        return Decision(_error(400, 'send the room\'s join code as "code"', param="code"), Note(learner=""))
+    got = door.join(name if isinstance(name, str) else "", code, request.peer, now=request.now)
+    if not isinstance(got, Joined):
+        headers = () if got.retry_after is None else (("Retry-After", str(got.retry_after)),)
+        kind = "requests" if got.status == 429 else "invalid_request_error"
+        return Decision(Reply(got.status, error_body(got.message, kind, got.code, None), headers), Note(learner=""))
+    if got.evicted is not None:
+        room.reset(got.evicted)
+    body = {"object": "stand-in.join", "name": got.name, "api_key": got.api_key}
+    return Decision(Reply(200, body), Note(learner=got.name))
 
 
 # --- GET /v1/chat/stream: the chat episode as a browser's EventSource reads it ------------------------------
@@ -594,7 +674,8 @@ def _chat_events(room: Room, request: Request, learner: str, params: dict[str, s
     answered by `_reconnected` unless `after_end=replay` (the naive server, which plays the next episode)."""
     head = request.head
     key = key_of(head)
-    learner = learner if key is None else key
+    if room.door is None:  # with a door, `plan` has read the key already
+        learner = learner if key is None else key
     note = Note(learner=learner, stream=True)
     model = head.query.get("model", [""])[-1]
     if not model:
@@ -661,6 +742,12 @@ def _last_given(room: Room, learner: str, model: str) -> tuple[int, Episode | Er
     return None if not count else (min(count, len(episodes)) - 1, episodes[min(count, len(episodes)) - 1])
 
 
+def numbered_steps(room: Room, ep: Episode, model: str) -> tuple[Step, ...]:
+    """The steps a scripted episode plays as on the EventSource route (no profile): numbered, usage left out."""
+    played = _numbered(room, ep, model)
+    return () if isinstance(played, ErrorEpisode) else played[1]
+
+
 def _numbered(
     room: Room, ep: Episode | ErrorEpisode, model: str
 ) -> tuple[tuple[tuple[str, str], ...], tuple[Step, ...]] | ErrorEpisode:
@@ -689,10 +776,11 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", ("v1", "responses", "{id}", "cancel"), _cancel),
     Route("POST", ("v1", "reset"), _reset),
     Route("POST", tuple(PROGRESS_PATH.split("/")[1:]), _progress),
+    Route("POST", tuple(JOIN_PATH.split("/")[1:]), _join),
 )
 """Every route the stand-in serves: method, path segments, the planner that decides."""
 
-_STATEFUL = frozenset({_create_chat, _create_responses, _retrieve, _cancel})
+_STATEFUL = frozenset({_create_chat, _create_responses, _retrieve, _cancel, _progress})
 """The planners that keep state for their learner: a new key is refused before them when the room is full."""
 
 
@@ -861,7 +949,4 @@ def _derive_response(events: list[SSEEvent]) -> dict[str, Any] | None:
 
 
 def _json(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None
+    return json_or_none(data)

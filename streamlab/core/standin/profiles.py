@@ -29,8 +29,19 @@ from streamlab.core.shapes import (
     chat_tool_call_stream,
     responses_function_call_stream,
     responses_text_stream,
+    with_logprobs,
 )
-from streamlab.core.standin.quirks import FAULTS, Context, ErrorFix, StreamFix, apply_usage_rule, frames_of, steps_from
+from streamlab.core.standin.quirks import (
+    FAULTS,
+    Context,
+    ErrorFix,
+    RequestFix,
+    StreamFix,
+    apply_usage_rule,
+    frames_of,
+    steps_from,
+    with_pings,
+)
 from streamlab.core.standin.script import Episode, ErrorEpisode, paced
 
 __all__ = [
@@ -85,7 +96,9 @@ class Profile:
     """A server at a version: its `name`, a one-line `title`, the `doc` (where its behaviour is documented),
     its `quirks`, its `variations` (faults that must draw no finding), and `responses_404`, the body of the
     404 it answers `/v1/responses` with when that route is not served (None: it is served; the checker skips
-    the Responses checks of a route that is not served, and says so)."""
+    the Responses checks of a route that is not served, and says so). `ping_every`: the server writes a `: ping`
+    keep-alive comment every that many seconds of a stream, tokens flowing or not (`quirks.with_pings`; a
+    comment breaks no promise, so it draws no finding)."""
 
     name: str
     title: str
@@ -93,6 +106,7 @@ class Profile:
     quirks: tuple[Quirk, ...] = ()
     variations: tuple[str, ...] = ()
     responses_404: Mapping[str, Any] | None = None
+    ping_every: float | None = None
 
     @property
     def faults(self) -> tuple[str, ...]:
@@ -110,7 +124,9 @@ def _profile(build: Callable[[], Profile]) -> Profile:
     first, _, rest = (build.__doc__ or "").partition("\n")
     doc = (first.strip() + "\n" + textwrap.dedent(rest)).strip()
     profile = build()
-    return Profile(profile.name, profile.title, doc, profile.quirks, profile.variations, profile.responses_404)
+    return Profile(
+        profile.name, profile.title, doc, profile.quirks, profile.variations, profile.responses_404, profile.ping_every
+    )
 
 
 W, F = Status.WARN, Status.FAIL
@@ -401,6 +417,9 @@ def _llama_cpp_python() -> Profile:
     * A streamed prompt longer than the context gets a 200 with an empty body: no event, no error (capture
       `prompt-over-context`).
     * No `/v1/responses`: FastAPI's 404 `{"detail": "Not Found"}`, which the checker reports as a skip.
+    * Every 15 s of a stream, tokens flowing or not, a keep-alive comment `: ping - ` and the UTC time (sse-starlette
+      3.7's ping task, `SSE_STARLETTE_PING`): allowed, so no finding, but a stream that lasts longer than 15 s
+      (a long prompt, a busy machine) carries them, and a client must skip them.
 
     Not graded by the checker: a request with no `messages` is accepted and generates until the context is full
     (capture `no-messages`); a second request mid-stream ends the first with `[DONE]` and no finish_reason
@@ -486,6 +505,7 @@ def _llama_cpp_python() -> Profile:
             ),
         ),
         responses_404={"detail": "Not Found"},
+        ping_every=15.0,
     )
 
 
@@ -507,7 +527,9 @@ def _llama_server() -> Profile:
     * A body that is not JSON gets a 500 with the JSON library's parse error as the message (capture
       `error-not-json`).
     * Every tool_choice is ignored: "required" (capture `tool-choice-required`) and one naming the function
-      (capture `tool-named`) both get a text answer to finish_reason 'length', with no tool call.
+      (capture `tool-named`) both get a text answer to finish_reason 'length', with no tool call. A Responses
+      request that offers tools is answered in text too (the variation `responses_tools_ignored`: no function call
+      is ever played, so `responses.arguments` has nothing to grade and skips, as against the server).
 
     Not graded by the checker: the role chunk's delta carries `"content": null`; a second request mid-stream is
     served beside the first, which runs to its end (4 slots; captures `concurrent-first`, `concurrent-second`).
@@ -567,13 +589,170 @@ def _llama_server() -> Profile:
                 f"{cap}/tool-named.sse",
             ),
         ),
-        variations=("timings",),
+        variations=("timings", "responses_tools_ignored"),
+    )
+
+
+_PLACEHOLDER_404 = {"error": {"message": "Not Found", "type": "not_found", "param": None, "code": None}}
+"""The 404 of a profile whose server served no Responses route, where its real body was not recorded (a
+placeholder: the checker only needs to see the route refused)."""
+
+
+def _reasoning() -> Profile:
+    """Reasoning streams as servers send them today, both dialects (not one real server: each shape is cited, the
+    fault is made up).
+
+    * Chat: the thinking streams before the answer in delta fields the OpenAI reference does not have, one chunk
+      in each shape: `reasoning_content` (DeepSeek, https://api-docs.deepseek.com/guides/reasoning_model; llama.cpp;
+      older vLLM), `reasoning` (newer vLLM after https://github.com/vllm-project/vllm/issues/27755, Ollama,
+      OpenRouter), and the same text in both fields of one delta (vLLM's compatibility mirror,
+      https://github.com/vllm-project/vllm/pull/34030, vllm-project/vllm#43933), which a client that appends every
+      reasoning field it knows shows twice (https://github.com/MoonshotAI/kimi-code/issues/3928). A variation: the
+      checker notes the fields on `chat.delta`; `ChatAccumulator.reasoning` keeps a mirrored piece once.
+    * Responses: a reasoning item with its summary (`response.reasoning_summary_text.delta`, documented) before
+      the message, and its `response.reasoning_summary_text.done` says one character more than the deltas did,
+      which `responses.done_matches` fails: the checker grades the reasoning events it knows like the others.
+    """
+    return Profile(
+        "reasoning",
+        "reasoning streams: Chat fields, a Responses summary (not a real server)",
+        "",
+        (
+            Quirk(
+                "responses.done_matches",
+                F,
+                "a reasoning summary's .done says more than its deltas",
+                (),
+                "reasoning_done_differs",
+            ),
+        ),
+        variations=("reasoning_mix",),
+    )
+
+
+def _ollama_tools() -> Profile:
+    """Ollama's OpenAI-compatible endpoint with tools in the request, early 2025 (0.5.x).
+
+    * With `tools` in a streamed request, the answer is not streamed token by token: the whole text comes in one
+      chunk, and each tool call whole (https://github.com/ollama/ollama/issues/9092; tool-call streaming came in
+      0.8.0, https://github.com/ollama/ollama/releases/tag/v0.8.0). Allowed by the reference, so no check fails;
+      what it changes is the user's wait (lab 04): the first text arrives when the last would have.
+    * Every delta still repeats `"role": "assistant"` (https://github.com/ollama/ollama/issues/7626, as in the
+      `ollama` profile; fixed by https://github.com/ollama/ollama/pull/17485). Usage is streamed when asked (0.5.2)
+      and tool calls carry their index (0.4.7), so the other 0.4.6 quirks are gone.
+    * No `/v1/responses`, as in the `ollama` profile.
+    """
+    return Profile(
+        "ollama-tools",
+        "Ollama 0.5 with tools: no token streaming",
+        "",
+        (
+            Quirk(
+                "chat.role_repeated",
+                W,
+                'every delta repeats "role": "assistant"',
+                ("https://github.com/ollama/ollama/issues/7626",),
+                "role_every_delta",
+            ),
+        ),
+        variations=("tools_not_streamed",),
+        responses_404={"error": {"message": "404 page not found", "type": "not_found", "param": None, "code": None}},
+    )
+
+
+def _azure() -> Profile:
+    """Azure OpenAI's Chat Completions stream, with its content filter on (the default).
+
+    * The first chunk carries the prompt's filter verdict, `prompt_filter_results`, with `choices: []` and empty
+      `id`, `model` and `object` (https://learn.microsoft.com/en-us/azure/ai-services/openai/concepts/content-filter,
+      "Streaming"; https://github.com/openai/openai-python/issues/1155): a loop that reads `chunk.choices[0]` fails
+      on it before any text, and the checker warns on the chunk's object and id.
+    """
+    return Profile(
+        "azure",
+        "Azure OpenAI, content filter on",
+        "",
+        (
+            Quirk(
+                "chat.object",
+                W,
+                'the first chunk (prompt_filter_results, choices []) has "object": ""',
+                ("https://github.com/openai/openai-python/issues/1155",),
+                "azure_filter_first_chunk",
+            ),
+            Quirk(
+                "chat.id",
+                W,
+                'the first chunk has "id": ""',
+                ("https://github.com/openai/openai-python/issues/1155",),
+                "azure_filter_first_chunk",
+            ),
+        ),
+    )
+
+
+def _groq() -> Profile:
+    """Groq's OpenAI-compatible API, mid-2024 (also Bedrock models behind LiteLLM, 2025).
+
+    * A request that sets `stream_options` is refused with a 400 naming it
+      (https://github.com/vercel/ai/issues/1578; https://github.com/BerriAI/litellm/issues/9916): the usage probe
+      gets no stream, so the checker cannot grade the usage chunk. The library's client
+      (`streamlab.net.client.stream_chat`) retries such a 400 once without `stream_options`, and says so.
+    * No `/v1/responses` at the time; the 404's body here is a placeholder.
+    """
+    return Profile(
+        "groq",
+        "Groq, mid-2024: stream_options refused",
+        "",
+        (
+            Quirk(
+                "chat.http",
+                F,
+                "a request with stream_options gets a 400 naming it",
+                ("https://github.com/vercel/ai/issues/1578", "https://github.com/BerriAI/litellm/issues/9916"),
+                "stream_options_400",
+            ),
+        ),
+        responses_404=_PLACEHOLDER_404,
+    )
+
+
+def _usage_over_cap() -> Profile:
+    """A usage count above the request's `max_tokens` (not one real server: a proxy that estimates usage).
+
+    * The usage chunk counts more completion tokens than `max_tokens` allowed, which no answer bounded by it can
+      have: billing and quotas read a number the model never produced. Course notes attribute it to the LiteLLM
+      proxy around 1.108; no public report was found to cite, so the profile claims no server. The checker's
+      `usage.counts` fails it.
+    """
+    return Profile(
+        "usage-over-cap",
+        "usage above max_tokens (not a real server)",
+        "",
+        (Quirk("usage.counts", F, "completion_tokens exceeds the request's max_tokens", (), "usage_over_max_tokens"),),
     )
 
 
 PROFILES: dict[str, Profile] = {
     p.name: p
-    for p in map(_profile, (_openai, _vllm, _ollama, _litellm, _llamacpp, _broken, _llama_cpp_python, _llama_server))
+    for p in map(
+        _profile,
+        (
+            _openai,
+            _vllm,
+            _ollama,
+            _litellm,
+            _llamacpp,
+            _broken,
+            _llama_cpp_python,
+            _llama_server,
+            _reasoning,
+            _ollama_tools,
+            _azure,
+            _groq,
+            _usage_over_cap,
+        ),
+    )
 }
 """Every profile, by name."""
 
@@ -631,7 +810,8 @@ def _pieces(text: str, size: int = 7) -> list[str]:
 def answer_episode(dialect: str, request: Mapping[str, Any]) -> Episode:
     """The built-in answer: the text of `ANSWER_PIECES`, or a call to the first function the request offers,
     in `dialect` ("chat" or "responses"), with usage (the usage rule of the profile decides whether it is sent),
-    paced a few milliseconds apart."""
+    paced a few milliseconds apart. A Chat text answer to a request with `logprobs: true` carries each chunk's
+    logprobs (`shapes.with_logprobs`), as the reference documents."""
     model = str(request.get("model") or "stand-in")
     tool = _first_function(dialect, request)
     if dialect == "chat":
@@ -644,6 +824,8 @@ def answer_episode(dialect: str, request: Mapping[str, Any]) -> Episode:
             )
         else:
             frames = chat_text_stream(ANSWER_PIECES, model=model, completion_id="chatcmpl-standin")
+            if request.get("logprobs") is True:  # documented: each chunk then carries its tokens' logprobs
+                frames = with_logprobs(frames)
     elif tool is not None:
         frames = responses_function_call_stream(
             _pieces(_arguments(tool["parameters"])),
@@ -684,14 +866,23 @@ def apply_profile(
             if fault.kind == "error" and isinstance(result, ErrorEpisode):
                 result = cast(ErrorFix, fault.apply)(result, ctx)
         return result
+    for fault in faults:
+        if fault.kind == "request":
+            refused = cast(RequestFix, fault.apply)(answer, ctx)
+            if isinstance(refused, ErrorEpisode):
+                return refused
+            answer = refused  # the episode as it was, or the one the server answers with instead
     frames = frames_of(answer.steps)
     if not any(f.owns_usage for f in faults if f.kind == dialect):
         frames = apply_usage_rule(frames, ctx)
     for fault in faults:
         if fault.kind == dialect:
             frames = cast(StreamFix, fault.apply)(frames, ctx)
+    steps = steps_from(answer.steps, frames)
+    if profile.ping_every is not None and ctx.streamed:  # the server's keep-alive clock runs beside the stream
+        steps = with_pings(steps, profile.ping_every)
     return Episode(
-        steps_from(answer.steps, frames),
+        steps,
         body=answer.body,
         headers=answer.headers,
         store_as=answer.store_as,

@@ -11,24 +11,54 @@ Frames keep the slot (the scripted `Send` step) they came from, so a transformat
 timing: `frames_of(steps)` takes an episode apart, `steps_from(steps, frames)` puts it back together, and a
 frame nobody touched keeps its exact bytes.
 
-Three kinds of fault: "chat" and "responses" faults rewrite the frames of a stream of that dialect; "error"
-faults rewrite the error reply to a request the API refuses (an `ErrorEpisode`), possibly into a 200 stream.
+Four kinds of fault: "chat" and "responses" faults rewrite the frames of a stream of that dialect; "error"
+faults rewrite the error reply to a request the API refuses (an `ErrorEpisode`), possibly into a 200 stream;
+"request" faults refuse a request the API accepts (an `ErrorEpisode` instead of the stream, or the episode as it
+was), or answer it with another episode before the stream faults run (`responses_tools_ignored`).
+`with_pings` is not a fault but a profile's timing: a keep-alive comment every N seconds of the episode, as
+sse-starlette writes them under llama-cpp-python's server (`SSE_STARLETTE_PING`).
 A fault that `owns_usage` decides itself whether usage is sent; otherwise the documented rule applies (usage
 only when `stream_options.include_usage` asks for it).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from streamlab.core.shapes import chat_text_stream, chat_usage, sse_comment, sse_frame, to_json
+from streamlab.core.shapes import (
+    REASONING_FIELDS,
+    RESPONSES_TERMINAL_STATUS,
+    chat_text_stream,
+    chat_usage,
+    error_body,
+    responses_frames,
+    responses_reasoning_events,
+    responses_text_stream,
+    sse_comment,
+    sse_frame,
+    to_json,
+)
 from streamlab.core.sse import parse
-from streamlab.core.standin.script import Episode, ErrorEpisode, Send, Step, split_frames
+from streamlab.core.standin.script import Episode, ErrorEpisode, KeepAlive, Send, Step, Wait, paced, split_frames
 
-__all__ = ["Frame", "Context", "Fault", "FAULTS", "frames_of", "steps_from", "apply_usage_rule"]
+__all__ = [
+    "Frame",
+    "Context",
+    "Fault",
+    "FAULTS",
+    "frames_of",
+    "steps_from",
+    "apply_usage_rule",
+    "THINKING",
+    "AZURE_FILTER_CHUNK",
+    "STREAM_OPTIONS_REFUSAL",
+    "SSE_STARLETTE_PING",
+    "with_pings",
+]
 
 
 @dataclass(frozen=True)
@@ -86,16 +116,17 @@ class Context:
 
 StreamFix = Callable[[list[Frame], Context], list[Frame]]
 ErrorFix = Callable[[ErrorEpisode, Context], "ErrorEpisode | Episode"]
+RequestFix = Callable[[Episode, Context], "ErrorEpisode | Episode"]
 
 
 @dataclass(frozen=True)
 class Fault:
-    """A named change: `kind` "chat", "responses" or "error", the function that makes it, what it `does`, and
-    whether it `owns_usage` (decides by itself when usage is sent)."""
+    """A named change: `kind` "chat", "responses", "error" or "request", the function that makes it, what it
+    `does`, and whether it `owns_usage` (decides by itself when usage is sent)."""
 
     name: str
     kind: str
-    apply: StreamFix | ErrorFix
+    apply: StreamFix | ErrorFix | RequestFix
     does: str
     owns_usage: bool = False
 
@@ -423,6 +454,123 @@ def _tools_ignored(frames: list[Frame], ctx: Context) -> list[Frame]:
     return [replace(f, slot=slots[min(k, len(slots) - 1)]) for k, f in enumerate(text)]
 
 
+THINKING = ("Counting ", "to five, ", "in words.")
+"""What a profile's reasoning model thinks before its answer, one piece per chunk (or delta event)."""
+
+
+def _content_frame(frame: Frame) -> bool:
+    return frame.chunk is not None and any(
+        isinstance(c, dict) and ((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("tool_calls"))
+        for c in frame.obj["choices"]
+    )
+
+
+def _reasoning_mix(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """Thinking chunks just before the first chunk that carries content or a tool call (in its slot), one in each
+    shape servers send: `delta.reasoning_content` (DeepSeek, llama.cpp, older vLLM), `delta.reasoning` (newer
+    vLLM, Ollama, OpenRouter), and the same text in both fields (vLLM's compatibility mirror,
+    vllm-project/vllm#43933, #34030), each with `"content": null`."""
+    k = next((k for k, f in enumerate(frames) if _content_frame(f)), None)
+    if k is None:
+        return frames
+    shapes = (("reasoning_content",), ("reasoning",), REASONING_FIELDS)
+    thinking = [
+        Frame(
+            frames[k].slot,
+            None,
+            {
+                **frames[k].obj,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"content": None, **dict.fromkeys(names, piece)},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    }
+                ],
+            },
+        )
+        for piece, names in zip(THINKING, shapes)
+    ]
+    first = frames[k].obj["choices"][0]
+    role = (first.get("delta") or {}).get("role") if isinstance(first, dict) else None
+    if role:  # the role opens the message: it moves to the first thinking chunk
+        thinking[0].obj["choices"][0]["delta"] = {"role": role, **thinking[0].obj["choices"][0]["delta"]}
+        rest = {key: v for key, v in first["delta"].items() if key != "role"}
+        frames = [
+            *frames[:k],
+            frames[k].changed({**frames[k].obj, "choices": [{**first, "delta": rest}]}),
+            *frames[k + 1 :],
+        ]
+    return frames[:k] + thinking + frames[k:]
+
+
+def _tools_not_streamed(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """Ollama with tools in the request (ollama/ollama#9092): no token streaming; the answer's text comes whole
+    in one chunk, and each tool call whole in one chunk, where the last piece would have come."""
+    if not ctx.request.get("tools"):
+        return frames
+    frames = _tool_call_in_one_chunk(frames, ctx)
+    texts = [
+        k
+        for k, f in enumerate(frames)
+        if f.chunk
+        and f.obj["choices"]
+        and isinstance(c := f.obj["choices"][0], dict)
+        and isinstance((c.get("delta") or {}).get("content"), str)
+        and c["delta"]["content"]
+    ]
+    if len(texts) < 2:
+        return frames
+    whole = "".join(frames[k].obj["choices"][0]["delta"]["content"] for k in texts)
+    last = frames[texts[-1]]
+    choice = {**last.obj["choices"][0], "delta": {"content": whole}}
+    merged = last.changed({**last.obj, "choices": [choice]})
+    return [merged if k == texts[-1] else f for k, f in enumerate(frames) if k not in texts[:-1]]
+
+
+AZURE_FILTER_CHUNK: dict[str, Any] = {
+    "choices": [],
+    "created": 0,
+    "id": "",
+    "model": "",
+    "object": "",
+    "prompt_filter_results": [
+        {
+            "prompt_index": 0,
+            "content_filter_results": {
+                name: {"filtered": False, "severity": "safe"} for name in ("hate", "self_harm", "sexual", "violence")
+            },
+        }
+    ],
+}
+"""Azure OpenAI's first chunk: the prompt's content-filter results, with `choices: []` and empty id, model and
+object (a loop that reads `chunk.choices[0]` fails on it before any text)."""
+
+
+def _azure_filter_first_chunk(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """Azure OpenAI: a first chunk with `choices: []` and `prompt_filter_results` before the answer."""
+    return [Frame(frames[0].slot, None, json.loads(json.dumps(AZURE_FILTER_CHUNK)))] + frames if frames else frames
+
+
+def _usage_over_max_tokens(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """A usage count larger than the `max_tokens` the request set: completion_tokens = max_tokens + 10 (the total
+    adds up), as a proxy that estimates usage reports it."""
+    cap = ctx.request.get("max_tokens")
+    if not isinstance(cap, int) or isinstance(cap, bool):
+        return frames
+    out = []
+    for f in frames:
+        usage = f.obj.get("usage") if f.chunk else None
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            made = cap + 10
+            f = f.changed(
+                {**f.obj, "usage": {**usage, "completion_tokens": made, "total_tokens": usage["prompt_tokens"] + made}}
+            )
+        out.append(f)
+    return out
+
+
 # -- Responses faults ----------------------------------------------------------------------------------------------
 
 
@@ -503,6 +651,68 @@ def _completed_at_cap(frames: list[Frame], ctx: Context) -> list[Frame]:
     return out
 
 
+def _responses_reasoning(frames: list[Frame], raw: bool) -> list[Frame]:
+    """A text answer rebuilt as a reasoning model sends it: a reasoning item (summary, or raw text) at
+    output_index 0, then the message at 1. A function call, or a stream without text, is left alone."""
+    typed = [f.obj for f in frames if isinstance(f.obj, dict) and isinstance(f.obj.get("type"), str)]
+    if not typed or any(o["type"].startswith("response.function_call") for o in typed):
+        return frames
+    pieces = [
+        o["delta"] for o in typed if o["type"] == "response.output_text.delta" and isinstance(o.get("delta"), str)
+    ]
+    response: dict[str, Any] = given if isinstance(given := typed[0].get("response"), dict) else {}
+    end = typed[-1]["type"] if typed[-1]["type"] in RESPONSES_TERMINAL_STATUS else None
+    if not pieces:
+        return frames
+    events = responses_reasoning_events(
+        THINKING,
+        pieces,
+        raw=raw,
+        terminal=end,
+        response_id=str(response.get("id", "resp_demo")),
+        model=str(response.get("model", "model-a")),
+    )
+    slots = [f.slot for f in frames]
+    rebuilt = [_frame(0, raw_bytes) for raw_bytes in responses_frames(events)]
+    return [replace(f, slot=slots[min(k, len(slots) - 1)]) for k, f in enumerate(rebuilt)]
+
+
+def _reasoning_done_differs(frames: list[Frame], ctx: Context) -> list[Frame]:
+    """A reasoning summary before the answer (`_responses_reasoning`) whose `response.reasoning_summary_text.done`
+    says one character more than its deltas did."""
+    return [
+        f.changed({**f.obj, "text": f.obj["text"] + "!"})
+        if isinstance(f.obj, dict)
+        and f.obj.get("type") == "response.reasoning_summary_text.done"
+        and isinstance(f.obj.get("text"), str)
+        else f
+        for f in _responses_reasoning(frames, raw=False)
+    ]
+
+
+# -- request faults --------------------------------------------------------------------------------------------------
+
+STREAM_OPTIONS_REFUSAL = "'stream_options' : property 'stream_options' is unsupported"
+"""The message of the 400 a server that does not know `stream_options` answers (Groq's wording, vercel/ai#1578)."""
+
+
+def _responses_tools_ignored(ep: Episode, ctx: Context) -> ErrorEpisode | Episode:
+    """llama-server (`--jinja`, Gemma 270M): a Responses request that offers tools gets a text answer, never a
+    function call, as its Chat route does (`_tools_ignored`). The text keeps the answer's pace."""
+    if ctx.dialect != "responses" or not ctx.request.get("tools"):
+        return ep
+    model = str(ctx.request.get("model") or "stand-in")
+    return replace(ep, steps=tuple(paced(responses_text_stream(TEXT_INSTEAD, model=model), first=0.01, gap=0.002)))
+
+
+def _stream_options_400(ep: Episode, ctx: Context) -> ErrorEpisode | Episode:
+    """Groq (2024), Bedrock through LiteLLM (BerriAI/litellm#9916): a request with `stream_options` is refused
+    with a 400 naming the field; the same request without it streams."""
+    if "stream_options" not in ctx.request:
+        return ep
+    return ErrorEpisode(400, error_body(STREAM_OPTIONS_REFUSAL, "invalid_request_error", None, "stream_options"))
+
+
 # -- error faults ----------------------------------------------------------------------------------------------------
 
 
@@ -549,8 +759,7 @@ def _validation_500_traceback(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
     if ep.status != 400 or ctx.not_json or _code(ep) == "context_length_exceeded":
         return ep
     message = f"1 validation error:\n  {{'msg': {_message(ep)!r}}}{TRACEBACK_TAIL}"
-    body = {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}}
-    return ErrorEpisode(500, body, ep.headers, ep.wait)
+    return ErrorEpisode(500, error_body(message, "internal_server_error"), ep.headers, ep.wait)
 
 
 def _not_json_500_text(ep: ErrorEpisode, ctx: Context) -> ErrorEpisode:
@@ -647,6 +856,48 @@ FAULTS: dict[str, Fault] = {
             _tools_ignored,
             'ignores every tool_choice, "required" and a named function too: answers in text',
         ),
+        Fault(
+            "reasoning_mix",
+            "chat",
+            _reasoning_mix,
+            "streams thinking before the answer in reasoning_content, reasoning, then both (allowed: extra fields)",
+        ),
+        Fault(
+            "tools_not_streamed",
+            "chat",
+            _tools_not_streamed,
+            "with tools in the request, sends the text whole in one chunk and each call whole (allowed)",
+        ),
+        Fault(
+            "azure_filter_first_chunk",
+            "chat",
+            _azure_filter_first_chunk,
+            "sends a first chunk with choices [] and prompt_filter_results, its id, model and object empty",
+        ),
+        Fault(
+            "usage_over_max_tokens",
+            "chat",
+            _usage_over_max_tokens,
+            "reports more completion tokens than the request's max_tokens",
+        ),
+        Fault(
+            "reasoning_done_differs",
+            "responses",
+            _reasoning_done_differs,
+            "sends a reasoning summary whose .done says more than its deltas",
+        ),
+        Fault(
+            "responses_tools_ignored",
+            "request",
+            _responses_tools_ignored,
+            "answers a Responses request that offers tools in text, never with a function call",
+        ),
+        Fault(
+            "stream_options_400",
+            "request",
+            _stream_options_400,
+            "refuses a request that sets stream_options with a 400 naming it",
+        ),
         Fault("seq_repeat", "responses", _seq_repeat, "repeats a sequence_number"),
         Fault("no_sequence_number", "responses", _no_sequence_number, "sends events without sequence_number"),
         Fault(
@@ -695,3 +946,37 @@ FAULTS: dict[str, Fault] = {
     )
 }
 """Every fault a profile can name."""
+
+
+# -- keep-alives on a clock: not a fault, a profile's timing -------------------------------------------------------
+
+SSE_STARLETTE_PING = "ping - {stamp}"
+"""The comment sse-starlette 3.7 writes every 15 s (its `_ping`: `ping - ` and `datetime.now(timezone.utc)`), which
+llama-cpp-python's server sends as `: ping - 2026-12-03 20:35:52.236910+00:00` and LF LF (its `sep="\n"`)."""
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def with_pings(steps: Sequence[Step], every: float, comment: str = SSE_STARLETTE_PING) -> list[Step]:
+    """`steps` with a keep-alive comment each time `every` seconds of the episode's waits have passed, whatever
+    else is being sent (sse-starlette's ping task runs beside the stream, tokens flowing or not): a `Wait` that
+    crosses the mark is split around it. `{stamp}` in `comment` becomes the moment as a UTC time; the core has no
+    clock, so it counts from the Unix epoch (the shape of the server's, not its value)."""
+    if every <= 0:
+        raise ValueError(f"pings need a positive interval, not {every!r}")
+    out: list[Step] = []
+    now, mark = 0.0, every
+    for step in steps:
+        if not isinstance(step, Wait):
+            out.append(step)
+            continue
+        left = step.seconds
+        while now + left >= mark:
+            before = mark - now
+            if before > 0:
+                out.append(Wait(before))
+            out.append(KeepAlive(comment.format(stamp=_EPOCH + datetime.timedelta(seconds=mark))))
+            left, now, mark = left - before, mark, mark + every
+        if left > 0:
+            out.append(Wait(left))
+            now += left
+    return out

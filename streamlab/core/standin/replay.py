@@ -13,7 +13,10 @@ stand-in episode it plays the same bytes with the same pacing, offline and deter
 * any other status becomes an `ErrorEpisode` with the recorded status, the body's exact bytes under the
   recorded Content-Type, after the time the headers took.
 
-Every reply carries `X-Streamlab-Capture: NAME`, so a client can tell which capture played. `replay_script`
+Every reply carries `X-Streamlab-Capture: NAME`, so a client can tell which capture played. A capture is
+checked first (`streamlab.core.capture.validate_record`: a plain name, a final status, header values without
+CR or LF, finite pauses from 0 s): a name or a Content-Type with CR LF had injected response headers, and an
+infinite, NaN or negative pause or a 1xx status had written a second HTTP response inside a 200 stream. `replay_script`
 serves a whole folder: each capture under its own name as the model, and the real model's name playing the
 default capture, so code written for the real server runs unchanged against the replay. Serve it with
 `usage="scripted"` (play every byte as recorded) and `require_input=False` (the requests that made some captures,
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from streamlab.core.capture import Capture
+from streamlab.core.capture import Capture, validate_record
 from streamlab.core.endings import Ending
 from streamlab.core.standin.script import Cut, Episode, ErrorEpisode, Send, Step, Wait
 
@@ -62,7 +65,9 @@ def replay_steps(capture: Capture) -> list[Step]:
 
 
 def episode_from_capture(capture: Capture) -> Episode | ErrorEpisode:
-    """The stand-in episode that replays `capture` (see the module docstring)."""
+    """The stand-in episode that replays `capture` (see the module docstring); ValueError for a capture that
+    would make the stand-in send what no server sends (`validate_record`)."""
+    validate_record(capture.name, capture.record)
     named = ((CAPTURE_HEADER, capture.name),)
     if capture.status != 200:
         content_type = capture.content_type or "application/octet-stream"

@@ -99,10 +99,14 @@ class RequestHead:
 
 @dataclass(frozen=True)
 class Request:
-    """A whole request: its head and its body bytes. What the planner decides on."""
+    """A whole request: its head and its body bytes. What the planner decides on. `peer` is the client's
+    address and `now` the time it is decided at (seconds on a monotonic clock): the I/O layer fills both in,
+    for a room's per-address limits (`streamlab.core.standin.door`)."""
 
     head: RequestHead
     body: bytes = b""
+    peer: str = ""
+    now: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,11 @@ request cannot grow it without bound, and no client can make it forget the learn
   `streamlab standin --max-learners`, or `StandIn(max_learners=...)`, for a room that needs more).
 
 A workshop has tens of learners, so it never meets the bound; a flood meets it and locks out only new keys.
+
+That is the *open* room: a stand-in on a learner's own machine (`serve()`, `StandIn()`), where any key names a
+learner. A room served to others has a `Door` (`streamlab.core.standin.door`): there a learner is whoever joined
+with the join code, their name is their key's (the room issued it), a request without such a key gets a 401,
+and places are the door's: taken on joining, never by a request.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from streamlab.core.standin.actions import Action
+from streamlab.core.standin.door import Door
 from streamlab.core.standin.request import RequestHead
 from streamlab.core.standin.script import (
     Episode,
@@ -161,17 +167,20 @@ class Room:
         stored: Mapping[str, StoredResponse] | None = None,
         options: Options = DEFAULT_OPTIONS,
         max_learners: int = DEFAULT_MAX_LEARNERS,
+        door: Door | None = None,
     ) -> None:
         if max_learners < 1:
             raise ValueError(f"max_learners must be at least 1, got {max_learners}")
         self.options = options
         self.max_learners = max_learners
+        self.door = door  # None: an open room, where any key names a learner
         self.scripts: Script = {}
         self.stored: dict[str, StoredResponse] = {}
         self.learners: OrderedDict[str, Learner] = OrderedDict()
         self.newcomers: OrderedDict[str, None] = OrderedDict()  # keys seen in one request: the only ones forgotten
         self.memo: dict[tuple[int, str], tuple[Episode, tuple[Step, ...]]] = {}
         self.played: dict[tuple[int, bool], tuple[Episode, tuple[Action, ...]]] = {}  # see plan._memo_actions
+        self.text_at: dict[tuple[int, bool], tuple[Episode, int | None]] = {}  # see board.text_write_index
         self.set_scripts(scripts, stored=stored)
 
     def set_scripts(
@@ -187,6 +196,7 @@ class Room:
         self.stored.update(kept)
         self.memo.clear()
         self.played.clear()
+        self.text_at.clear()
         if reset:
             self.reset()
 

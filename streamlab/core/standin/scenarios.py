@@ -32,6 +32,9 @@ from streamlab.core.standin.script import (
 
 __all__ = [
     "SCENARIOS",
+    "REASONING_PIECES",
+    "QUEUED_SECONDS",
+    "STRUCTURED_ANSWER",
     "ROOM_SCENARIOS",
     "RoomScenario",
     "LABS",
@@ -45,6 +48,10 @@ __all__ = [
 PREFILL_SECONDS = 3.0
 """How long the `prefill` and `prefill-ping` scenarios keep the answer back (lab 13 puts a shorter idle timeout in
 front)."""
+
+QUEUED_SECONDS = 0.5
+"""How long the `queued` scenario's background response waits between `response.queued` and
+`response.in_progress`."""
 
 LABS: dict[str, str] = {
     "01": "SSE by hand",
@@ -201,6 +208,71 @@ ROOM_SCENARIOS: tuple[RoomScenario, ...] = (
         f"the same {PREFILL_SECONDS:g} s prefill with a ': ping' keep-alive comment at once and every second, then "
         "the five tokens",
         ("13",),
+    ),
+    RoomScenario(
+        "reasoning",
+        "reasoning",
+        "chat/completions",
+        "a reasoning model: 10 pieces of thinking in delta.reasoning_content (DeepSeek, llama.cpp, older vLLM) from "
+        "0.20 s, then the answer's 6 pieces, 0.05 s apart",
+        ("03", "04"),
+    ),
+    RoomScenario(
+        "reasoning-field",
+        "reasoning-field",
+        "chat/completions",
+        "the same thinking in delta.reasoning (newer vLLM, Ollama, OpenRouter)",
+        ("03", "04"),
+    ),
+    RoomScenario(
+        "reasoning-both",
+        "reasoning-both",
+        "chat/completions",
+        "the same thinking with the same text in both fields of every delta (vllm-project/vllm#43933): count it once",
+        ("03",),
+    ),
+    RoomScenario(
+        "responses-reasoning",
+        "responses-reasoning",
+        "responses",
+        "a Responses reasoning summary (response.reasoning_summary_text.delta) before the answer's output_text deltas",
+        ("03", "04"),
+    ),
+    RoomScenario(
+        "responses-reasoning-text",
+        "responses-reasoning-text",
+        "responses",
+        "raw reasoning text (response.reasoning_text.delta, as vLLM serves open-weight models) before the answer",
+        ("03", "04"),
+    ),
+    RoomScenario(
+        "queued",
+        "queued",
+        "responses",
+        f"a background response: response.created, response.queued, {QUEUED_SECONDS:g} s in the queue, then a "
+        "reasoning summary and the answer",
+        ("04", "05", "10"),
+    ),
+    RoomScenario(
+        "structured",
+        "structured",
+        "chat/completions",
+        "a structured answer (one JSON object) streamed in 6-character pieces that end inside keys, strings, numbers",
+        ("03", "06"),
+    ),
+    RoomScenario(
+        "structured-cut",
+        "structured-cut",
+        "chat/completions",
+        'the same JSON answer stopped half-way by finish_reason "length": incomplete, never a parse error',
+        ("03", "06"),
+    ),
+    RoomScenario(
+        "logprobs",
+        "logprobs",
+        "chat/completions",
+        "five tokens, each chunk with its logprobs (logprobs.content), to be concatenated like the text",
+        ("03",),
     ),
 )
 """Every named scenario, in the order `--list` prints them."""
@@ -362,6 +434,65 @@ def _prefill_ping() -> Scenario:
     return {"prefill-ping": [Episode(pings + paced(frames, gap=0.05))]}
 
 
+REASONING_PIECES = [
+    "The user ",
+    "wants ",
+    "a count ",
+    "to five. ",
+    "Words, ",
+    "not digits, ",
+    "on one ",
+    "line. ",
+    "Easy: ",
+    "write it.",
+]
+"""The thinking of the reasoning scenarios, one piece per chunk."""
+_COUNT = ["One", ", two", ", three", ", four", ", five", "."]
+STRUCTURED_ANSWER = {
+    "city": "Paris",
+    "temperature_c": 18.5,
+    "conditions": ["cloudy", "light rain"],
+    "umbrella": True,
+    "advice": "Take an umbrella \u2602.",
+}
+"""The structured answer of the `structured` scenarios (what a model asked for this JSON schema would send)."""
+
+
+def _reasoning_chat(model: str, field: str) -> Scenario:
+    frames = shapes.chat_reasoning_stream(REASONING_PIECES, _COUNT, field=field, model=model)
+    thinking = 1 + len(REASONING_PIECES)  # the role chunk and the thinking
+    steps = paced(frames[:2], first=0.20) + paced(frames[2:thinking], first=0.05, gap=0.05)
+    steps += paced(frames[thinking : thinking + len(_COUNT)], first=0.05, gap=0.05)
+    return {model: [Episode(steps + [Send(f) for f in frames[thinking + len(_COUNT) :]])]}
+
+
+def _responses_reasoning(model: str, *, raw: bool = False, background: bool = False) -> Scenario:
+    events = shapes.responses_reasoning_events(REASONING_PIECES, _COUNT, raw=raw, background=background, model=model)
+    steps: list[Step] = []
+    first = True
+    for event, frame in zip(events, shapes.responses_frames(events)):
+        if event["type"] == "response.in_progress" and background:
+            steps.append(Wait(QUEUED_SECONDS))  # created and queued went out at once: the wait for a worker
+        if event["type"].endswith(".delta"):
+            steps.append(Wait(0.20 if first else 0.05))
+            first = False
+        steps.append(Send(frame))
+    return {model: [Episode(steps)]}
+
+
+def _structured(model: str, *, cut: bool) -> Scenario:
+    pieces = shapes.json_pieces(STRUCTURED_ANSWER)
+    if cut:
+        pieces = pieces[: len(pieces) // 2]
+    frames = shapes.chat_text_stream(pieces, model=model, finish_reason="length" if cut else "stop")
+    return {model: [Episode(paced(frames, first=0.10, gap=0.03))]}
+
+
+def _logprobs() -> Scenario:
+    frames = shapes.with_logprobs(shapes.chat_text_stream(_ANSWER, model="logprobs"))
+    return {"logprobs": [Episode(paced(frames, gap=0.02))]}
+
+
 _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "ttft": _ttft,
     "responses": _responses,
@@ -381,6 +512,15 @@ _BUILDERS: dict[str, Callable[[], Scenario]] = {
     "markdown": _markdown,
     "prefill": _prefill,
     "prefill-ping": _prefill_ping,
+    "reasoning": lambda: _reasoning_chat("reasoning", "reasoning_content"),
+    "reasoning-field": lambda: _reasoning_chat("reasoning-field", "reasoning"),
+    "reasoning-both": lambda: _reasoning_chat("reasoning-both", "both"),
+    "responses-reasoning": lambda: _responses_reasoning("responses-reasoning"),
+    "responses-reasoning-text": lambda: _responses_reasoning("responses-reasoning-text", raw=True),
+    "queued": lambda: _responses_reasoning("queued", background=True),
+    "structured": lambda: _structured("structured", cut=False),
+    "structured-cut": lambda: _structured("structured-cut", cut=True),
+    "logprobs": _logprobs,
 }
 
 

@@ -68,7 +68,9 @@ def run_browser_lab(*, chromium: str | None = None) -> dict[str, Any]:
     with StandIn(scenario("all")) as server, sync_playwright() as playwright:
         browser = launch_chromium(playwright, chromium)
         try:
-            context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+            context = browser.new_context(
+                viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]}, device_scale_factor=1
+            )
             page = context.new_page()
             page.goto(server.chat_url)
             page.wait_for_function("() => window.streamlab !== undefined")
@@ -91,6 +93,7 @@ def save(result: dict[str, Any], path: str | Path) -> None:
 
 def load_recorded() -> dict[str, Any]:
     """The run recorded in the package (`streamlab/data/browser/lab12.json`)."""
-    text = importlib.resources.files("streamlab.data").joinpath(*RECORDED).read_text(encoding="utf-8")
+    folder, name = RECORDED
+    text = (importlib.resources.files("streamlab.data") / folder / name).read_text(encoding="utf-8")
     result: dict[str, Any] = json.loads(text)
     return result

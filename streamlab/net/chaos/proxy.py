@@ -43,6 +43,7 @@ import struct
 import threading
 from collections.abc import Callable
 from enum import Enum
+from typing import Any, cast
 
 from streamlab.core.chaos import (
     Action,
@@ -159,11 +160,11 @@ class _Link:
                         self._fire(way, action)
                 for task in tasks:
                     task.add_done_callback(self._task_done)
-            how, way = await self.decided
+            how, side = await self.decided
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self._teardown(how, way)
+            await self._teardown(how, side)
             if self.error is not None:
                 raise self.error  # a bug in the proxy: asyncio logs it with its traceback
         finally:
@@ -182,7 +183,8 @@ class _Link:
         """Open the upstream connection; False when it failed (or the proxy stopped meanwhile)."""
         host, port = self.proxy.upstream
         connect = asyncio.ensure_future(asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT))
-        await asyncio.wait({connect, self.decided}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {connect, self.decided}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if not connect.done():
             connect.cancel()
             await asyncio.wait({connect})
@@ -238,7 +240,7 @@ class _Link:
             if item is _EOF:
                 self._pass_eof(way, writer)
                 return
-            arrived, batch = item  # type: ignore[misc]
+            arrived, batch = cast("tuple[float, Batch]", item)  # what _read queues, besides _EOF
             for piece in batch.pieces:
                 due = max(arrived + piece.delay, floor)
                 if due > loop.time():
@@ -298,7 +300,8 @@ class _Link:
         readers = [r for r in self.readers.values() if r is not None]
         both = asyncio.ensure_future(asyncio.gather(*(_read_to_end(r) for r in readers)))
         stop = asyncio.ensure_future(self.abort.wait())
-        await asyncio.wait({both, stop}, timeout=LINGER, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {both, stop}
+        await asyncio.wait(either, timeout=LINGER, return_when=asyncio.FIRST_COMPLETED)
         for task in (both, stop):
             task.cancel()
         await asyncio.gather(both, stop, return_exceptions=True)
@@ -370,7 +373,7 @@ class ChaosProxy:
         self.host = host
         self._wanted_port = port
         self.faults = FaultSpec(
-            direction=direction,
+            direction=cast(Direction, direction),  # a str is validated by FaultSpec (FaultSpecError if wrong)
             seed=seed,
             latency_ms=latency_ms,
             jitter_ms=jitter_ms,
@@ -439,7 +442,7 @@ class ChaosProxy:
             return self
         self._stopping = False
         self._server = await asyncio.start_server(self._on_client, self.host, self._wanted_port)
-        self._address = tuple(self._server.sockets[0].getsockname()[:2])  # type: ignore[assignment]
+        self._address = tuple(self._server.sockets[0].getsockname()[:2])
         self._loop = asyncio.get_running_loop()
         return self
 

@@ -224,7 +224,7 @@ def save(run: dict[str, Any], path: str | Path) -> None:
 def load_recorded() -> dict[str, Any]:
     """The run recorded in the package (`streamlab/data/paths/lab13.json`)."""
     folder, name = RECORDED
-    text = importlib.resources.files("streamlab.data").joinpath(folder, name).read_text(encoding="utf-8")
+    text = (importlib.resources.files("streamlab.data") / folder / name).read_text(encoding="utf-8")
     run: dict[str, Any] = json.loads(text)
     return run
 

@@ -47,6 +47,7 @@ from streamlab.net.relaycheck.probe import (
     build_script,
     raw_stream,
 )
+from streamlab.net.standin.records import RequestRecord
 from streamlab.net.standin.server import StandIn
 
 __all__ = ["CHECKS", "run_checks"]
@@ -170,6 +171,11 @@ def check_slicing(run: CheckRun) -> None:
         )
 
 
+def _last_finished(model: str) -> Callable[[list[RequestRecord]], bool]:
+    """A `wait_until` predicate: the stand-in's latest request is for `model` and has finished."""
+    return lambda records: bool(records) and records[-1].model == model and records[-1].finished
+
+
 def check_disconnects(run: CheckRun) -> None:
     """A client that leaves makes the upstream see its client leave, within the bound."""
     bound = run.options.disconnect_bound
@@ -180,7 +186,7 @@ def check_disconnects(run: CheckRun) -> None:
     for name, model, dialect, leave_after in cases:
         with run.front():
             raw = run.raw(model, dialect, Outcome.CANCELLED, leave_after=leave_after)
-            run.standin.wait_until(lambda rs, m=model: bool(rs) and rs[-1].model == m and rs[-1].finished, bound + 2.0)
+            run.standin.wait_until(_last_finished(model), bound + 2.0)
             records = run.standin.records(model)
         record = records[-1] if records else None
         if raw.status != 200:

@@ -130,20 +130,24 @@ def build_script(options: CheckOptions) -> dict[str, Episode]:
         "check-responses": Episode(paced(RESP, gap=0.002)),
         "check-length": Episode(paced(shapes.chat_text_stream(PIECES[:3], finish_reason="length"), gap=0.002)),
         "check-halves": Episode(
-            [Send(CHAT[0]), Send(CHAT[1][:HALF_AT]), Wait(HALF_GAP), Send(CHAT[1][HALF_AT:])] + _rest(CHAT, 2)
+            [Send(CHAT[0]), Send(CHAT[1][:HALF_AT]), Wait(HALF_GAP), Send(CHAT[1][HALF_AT:]), *_rest(CHAT, 2)]
         ),
-        "check-ttft": Episode([Send(CHAT[0]), Wait(TTFT)] + _rest(CHAT, 1)),
+        "check-ttft": Episode([Send(CHAT[0]), Wait(TTFT), *_rest(CHAT, 1)]),
         "check-hang": Episode([Send(CHAT[0]), Send(CHAT[1]), Stall()]),
         "check-thinking": Episode([Stall()]),
-        "check-ka-between": Episode([Send(CHAT[0] + CHAT[1]), Wait(s)] + _rest(CHAT, 2)),
+        "check-ka-between": Episode([Send(CHAT[0] + CHAT[1]), Wait(s), *_rest(CHAT, 2)]),
         "check-ka-in-event": Episode(
-            _sends(RESP[:DELTA])
-            + [Send(RESP[DELTA][:ev_at]), Wait(s), Send(RESP[DELTA][ev_at:])]
-            + _rest(RESP, DELTA + 1)
+            [
+                *_sends(RESP[:DELTA]),
+                Send(RESP[DELTA][:ev_at]),
+                Wait(s),
+                Send(RESP[DELTA][ev_at:]),
+                *_rest(RESP, DELTA + 1),
+            ]
         ),
-        "check-ka-mid-line": Episode([Send(CHAT[0]), Send(CHAT[1][:20]), Wait(s), Send(CHAT[1][20:])] + _rest(CHAT, 2)),
+        "check-ka-mid-line": Episode([Send(CHAT[0]), Send(CHAT[1][:20]), Wait(s), Send(CHAT[1][20:]), *_rest(CHAT, 2)]),
         "check-ka-after-cr": Episode(
-            [Send(crlf[0]), Send(crlf[1][:cr_at]), Wait(s), Send(crlf[1][cr_at:])] + _rest(crlf, 2)
+            [Send(crlf[0]), Send(crlf[1][:cr_at]), Wait(s), Send(crlf[1][cr_at:]), *_rest(crlf, 2)]
         ),
         "check-die-cut": Episode(_sends(CHAT[:3]) + [Cut()]),
         "check-die-cut-utf8": Episode(_sends(RESP[:DELTA]) + [Send(RESP[DELTA][:umlaut]), Cut()]),
@@ -324,7 +328,13 @@ def sdk_stream(base_url: str, model: str, dialect: str, *, timeout: float) -> tu
     status (from the exception for an error status)."""
     guard = SocketDeadline(deadline_for(timeout) + 1.0)  # the wait for the headers too: a relay may drip them
     http = httpx.Client(timeout=timeout, trust_env=False, event_hooks={"request": [guard.hook]})
-    client = openai.OpenAI(base_url=base_url, api_key="relay-check", max_retries=0, timeout=timeout, http_client=http)
+    client = openai.OpenAI(  # openai 3 names httpx2's Client in its types; an httpx.Client is what it is given here
+        base_url=base_url,
+        api_key="relay-check",
+        max_retries=0,
+        timeout=timeout,
+        http_client=http,  # type: ignore[arg-type]
+    )
     text: list[str] = []
     fired = threading.Event()
     gave_up = SdkResult("", GAVE_UP, f"the checker gave up after {deadline_for(timeout):g} s")

@@ -22,12 +22,16 @@ restarts the chaos proxy on that same port with other faults. Three ways to hand
 
 The relay must be configured with the keep-alive interval and the read timeout the checker assumes
 (`keepalive`, `read_timeout`: placeholders `{keepalive}` and `{read_timeout}` in a command).
+
+What a relay prints is kept as a bounded tail (`SummaryTail`): only lines that may be summaries (a JSON object
+on one line of at most `MAX_LINE_CHARS`), the last of them up to `MAX_TAIL_CHARS` in all; everything else is
+counted and let go. A relay under test that printed without end had grown the checker by 4.1 GB in 24 s.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import json
 import random
 import shlex
 import socket
@@ -38,22 +42,80 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
 from streamlab.core.relay.grade import RelayReport
+from streamlab.core.safejson import json_or_none
 from streamlab.net.relaycheck.checks import run_checks
 from streamlab.net.relaycheck.probe import CheckOptions
 from streamlab.net.standin.server import StandIn
 
-__all__ = ["DEFAULT_UPSTREAM_PORT", "RelayUnderTest", "check_relay", "relay_command", "summaries_from_file"]
+__all__ = [
+    "DEFAULT_UPSTREAM_PORT",
+    "MAX_LINE_CHARS",
+    "MAX_TAIL_CHARS",
+    "RelayUnderTest",
+    "SummaryTail",
+    "check_relay",
+    "relay_command",
+    "summaries_from_file",
+]
 
 DEFAULT_UPSTREAM_PORT = 8765
 """The port of the checker's upstream when the user starts the relay themselves (the upstream URL is then
 http://127.0.0.1:8765/v1)."""
 
 RelayFactory = Callable[[str], contextlib.AbstractContextManager[Any]]
+
+MAX_LINE_CHARS = 16 * 1024
+"""The longest line of a relay's output kept as a possible summary (a real one is a few hundred characters)."""
+MAX_TAIL_CHARS = 4 * 1024 * 1024
+"""The characters of summary lines kept in all: past it, the oldest go (and are counted)."""
+
+
+class SummaryTail:
+    """The bounded tail of what a relay prints: the last lines that may be summaries (JSON objects, each at
+    most `max_line_chars`), `max_chars` of them in all. `seen` counts every line, `dropped` those let go (too
+    long, not an object, or pushed out of the tail). Fed by one thread, read by another."""
+
+    def __init__(self, *, max_line_chars: int = MAX_LINE_CHARS, max_chars: int = MAX_TAIL_CHARS) -> None:
+        self.max_line_chars = max_line_chars
+        self.max_chars = max_chars
+        self.seen = self.dropped = 0
+        self._lines: collections.deque[str] = collections.deque()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def add(self, line: str) -> None:
+        """Keep one whole line (its newline stripped) if it may be a summary."""
+        line = line.strip()
+        with self._lock:
+            self.seen += 1
+            if not line.startswith("{") or len(line) > self.max_line_chars:
+                self.dropped += 1
+                return
+            self._lines.append(line)
+            self._chars += len(line)
+            while self._chars > self.max_chars:
+                self._chars -= len(self._lines.popleft())
+                self.dropped += 1
+
+    def read(self, stream: IO[str]) -> None:
+        """Feed every line of `stream` until its end, reading at most `max_line_chars` + 1 characters at a time:
+        a longer line is counted and let go piece by piece, never held whole."""
+        inside_long_line = False
+        while piece := stream.readline(self.max_line_chars + 1):
+            if not inside_long_line:
+                self.add(piece)  # the first piece of a line too long is longer than `max_line_chars`: let go
+            inside_long_line = not piece.endswith("\n")
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """The kept lines that are JSON objects, in order."""
+        with self._lock:
+            lines = list(self._lines)
+        return _json_objects(lines)
 
 
 @dataclass
@@ -92,16 +154,29 @@ def _as_relay(value: Any, summary_file: Path | None) -> RelayUnderTest:
 
 
 def summaries_from_file(path: str | Path) -> Callable[[], list[dict[str, Any]]]:
-    """A reader of JSON summary lines appended to `path` from now on (what is already there is skipped)."""
+    """A reader of JSON summary lines appended to `path` from now on (what is already there is skipped), kept
+    as a `SummaryTail`: each call reads only the whole lines added since the last one, never the whole file."""
     path = Path(path)
-    start = path.stat().st_size if path.exists() else 0
+    position = path.stat().st_size if path.exists() else 0
+    inside_long_line = False
+    tail = SummaryTail()
+    limit = tail.max_line_chars * 4 + 1  # bytes: a character is at most four
 
     def read() -> list[dict[str, Any]]:
+        nonlocal position, inside_long_line
         if not path.exists():
-            return []
+            return tail.summaries()
         with path.open("rb") as f:
-            f.seek(start)
-            return _json_objects(f.read().decode("utf-8", "replace").splitlines())
+            f.seek(position)
+            while piece := f.readline(limit):
+                whole = piece.endswith(b"\n")
+                if not whole and len(piece) < limit and not inside_long_line:
+                    break  # a line still being written: taken whole next time
+                position += len(piece)
+                if not inside_long_line:
+                    tail.add(piece.decode("utf-8", "replace"))
+                inside_long_line = not whole
+        return tail.summaries()
 
     return read
 
@@ -110,11 +185,8 @@ def _json_objects(lines: list[str]) -> list[dict[str, Any]]:
     out = []
     for line in lines:
         line = line.strip()
-        if line.startswith("{"):
-            with contextlib.suppress(ValueError):
-                obj = json.loads(line)
-                if isinstance(obj, dict):
-                    out.append(obj)
+        if line.startswith("{") and isinstance(obj := json_or_none(line), dict):
+            out.append(obj)
     return out
 
 
@@ -186,7 +258,7 @@ def relay_command(template: str, *, keepalive: float, read_timeout: float, start
         argv = shlex.split(
             template.format(upstream=upstream, port=port, keepalive=f"{keepalive:g}", read_timeout=f"{read_timeout:g}")
         )
-        lines: list[str] = []
+        tail = SummaryTail()
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
                 argv,
@@ -197,22 +269,21 @@ def relay_command(template: str, *, keepalive: float, read_timeout: float, start
                 encoding="utf-8",
                 errors="replace",
             )
-            assert proc.stdout is not None
-            reader = threading.Thread(
-                target=lambda: lines.extend(iter(proc.stdout.readline, "")), name="relay-stdout", daemon=True
-            )
+            stdout = proc.stdout
+            assert stdout is not None
+            reader = threading.Thread(target=tail.read, args=(stdout,), name="relay-stdout", daemon=True)
             reader.start()
             try:
                 _wait_for_port(port, proc, start_timeout)
             except RuntimeError as exc:
                 _stop(proc, reader)
                 errors.seek(0)
-                tail = errors.read()[-1500:].decode("utf-8", "replace").strip()
+                said = errors.read()[-1500:].decode("utf-8", "replace").strip()
                 raise RuntimeError(
-                    f"{exc}: {' '.join(argv)}" + (f"\nits stderr ends with:\n{tail}" if tail else "")
+                    f"{exc}: {' '.join(argv)}" + (f"\nits stderr ends with:\n{said}" if said else "")
                 ) from None
             try:
-                yield RelayUnderTest(f"http://127.0.0.1:{port}/v1", lambda: _json_objects(list(lines)))
+                yield RelayUnderTest(f"http://127.0.0.1:{port}/v1", tail.summaries)
             finally:
                 _stop(proc, reader)
 

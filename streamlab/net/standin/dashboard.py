@@ -17,6 +17,11 @@ gets exactly the events after that id, or a snapshot when the id is not this ser
 (`streamlab.core.standin.board` decides which). While nothing happens a `: keep-alive` comment goes out every
 `keepalive` seconds, so idle proxies keep the connection open.
 
+Feeds a flood cannot take (issue 34, N8): past `max_feeds` open feeds a page gets a 503, and in a room with a door
+one address holds at most `FEEDS_PER_ADDRESS` of them; but a feed asked for with the instructor's key
+(`/dashboard?key=...`, the page passes it on to `/dashboard/events?key=...`; `StandIn.projector_url`) has
+`RESERVED_FEEDS` places of its own, so the projector always gets its feed.
+
 What is decided lives in the sans-IO `Board`; this module feeds it the stand-in's records (through
 `RecordBook.subscribe(..., started=True)`) under a lock, and writes its events on each page's connection.
 A page connection ends when the page goes away or the stand-in stops (within a quarter of a second: the
@@ -25,16 +30,19 @@ waits are short and `wake()` cuts them), so an open dashboard never holds a serv
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from streamlab.core.progress import PROGRESS_PATH, read_verdict
 from streamlab.core.shapes import error_body
 from streamlab.core.standin.board import Board, BoardEvent, Visit
+from streamlab.core.standin.door import JOIN_PATH
 from streamlab.core.standin.plan import last_event_id
 from streamlab.core.standin.request import RequestHead
 from streamlab.core.standin.room import DEFAULT_MAX_LEARNERS
@@ -42,7 +50,16 @@ from streamlab.net.standin.pages import StaticFiles, not_allowed, not_found
 from streamlab.net.standin.records import RecordBook, RequestRecord
 from streamlab.net.standin.wire import Connection, PageHandler
 
-__all__ = ["RoomFeed", "visit_of", "DASHBOARD_PATH", "DEFAULT_KEEPALIVE", "DEFAULT_RETRY_MS", "DEFAULT_MAX_FEEDS"]
+__all__ = [
+    "RoomFeed",
+    "visit_of",
+    "DASHBOARD_PATH",
+    "DEFAULT_KEEPALIVE",
+    "DEFAULT_RETRY_MS",
+    "DEFAULT_MAX_FEEDS",
+    "RESERVED_FEEDS",
+    "FEEDS_PER_ADDRESS",
+]
 
 DASHBOARD_PATH = "/dashboard"
 DEFAULT_KEEPALIVE = 15.0
@@ -52,6 +69,10 @@ DEFAULT_RETRY_MS = 2000
 DEFAULT_MAX_FEEDS = 32
 """Live feeds open at once (a projector or two, a few curious laptops); past them a page gets a 503, and the
 stand-in's other connections stay the API's."""
+RESERVED_FEEDS = 4
+"""Feeds kept for pages that carry the instructor's key (the projector, a spare laptop): never taken by others."""
+FEEDS_PER_ADDRESS = 2
+"""In a room with a door, the most live feeds one address may hold without the instructor's key."""
 _WAKE = 0.25  # seconds: how often a waiting feed looks at its client and at the stopping flag
 
 _FILES = StaticFiles(
@@ -65,11 +86,20 @@ _FILES = StaticFiles(
 _NOT_FOUND = not_found("dashboard", DASHBOARD_PATH)
 
 
-def visit_of(record: RequestRecord) -> Visit | None:
-    """What the board may learn from a record: whose, which model, how it ended and its time to first byte;
+def visit_of(record: RequestRecord, text_at: int | None = None) -> Visit | None:
+    """What the board may learn from a record: whose, which model, how it ended and its time to first text (the
+    time of its write number `text_at`, the first to show text: `streamlab.core.standin.board.text_write_index`;
+    None when not known or never written);
     never the body, the messages or other headers. A verdict the planner accepted (`POST /v1/progress`, whose
     record keeps the verdict alone) is a verdict visit; any other verdict request is nobody's business (None)."""
-    if urlsplit(record.path).path.rstrip("/") == PROGRESS_PATH:  # the record keeps the whole request target
+    path = urlsplit(record.path).path.rstrip("/")  # the record keeps the whole request target
+    if path == JOIN_PATH:  # a learner joined a room: their row appears, with no request counted
+        return (
+            Visit(key=record.learner, request=record.index, finished=True, joined=True)
+            if record.status == 200
+            else None
+        )
+    if path == PROGRESS_PATH:
         if not (record.finished and record.status == 200):
             return None
         verdict = read_verdict(record.json)
@@ -81,7 +111,8 @@ def visit_of(record: RequestRecord) -> Visit | None:
             )
         )
     retry = (record.headers.get("x-stainless-retry-count") or "").strip()
-    ttft = record.write_times[0] - record.started_at if record.write_times else None
+    times = record.write_times
+    ttft = times[text_at] - record.started_at if text_at is not None and text_at < len(times) else None
     return Visit(
         key=record.learner,
         request=record.index,
@@ -107,7 +138,16 @@ class RoomFeed:
         retry_ms: int = DEFAULT_RETRY_MS,
         max_feeds: int = DEFAULT_MAX_FEEDS,
         max_learners: int = DEFAULT_MAX_LEARNERS,
+        instructor_key: str | None = None,
+        room: bool = False,
+        text_at: Callable[[RequestRecord], int | None] | None = None,
+        member: Callable[[str], bool] | None = None,
     ) -> None:
+        """`instructor_key`: the key whose feeds have places of their own; `room`: the stand-in has a door (labels
+        are names, and feeds are limited per address); `text_at`: which write of a record's stream first showed
+        text (its time is the TTFT the board shows; without it, none is); `member`: in a room with a door, whether
+        a record's learner joined (a request refused before the planner still carries the key it was sent with:
+        20 such under made-up keys had pushed every learner off a 3-row board)."""
         if not keepalive > 0 or retry_ms < 0 or max_feeds < 1:
             raise ValueError(
                 f"keepalive must be > 0 seconds, retry_ms >= 0 and max_feeds >= 1, got {keepalive!r}, {retry_ms!r}, "
@@ -116,16 +156,25 @@ class RoomFeed:
         self.keepalive = keepalive
         self.retry_ms = retry_ms
         self.max_feeds = max_feeds
-        self.feeds = 0  # feeds open right now
+        self.feeds = 0  # feeds open right now, without the instructor's key
+        self.reserved = 0  # feeds open right now with it
+        self.room = room
+        self._text_at = text_at
+        self._member = member
+        self._key = instructor_key
+        self._by_address: dict[str, int] = {}  # feeds open per address (a room with a door only)
         self._stopping = stopping
         self._cond = threading.Condition()
-        self._board = Board(salt=os.urandom(16), epoch=secrets.token_hex(4), max_learners=max_learners)
+        self._board = Board(salt=os.urandom(16), epoch=secrets.token_hex(4), max_learners=max_learners, members=room)
         self._unsubscribe = book.subscribe(self._seen, started=True)
 
     # -- fed by the records (in the request handlers' threads) --
 
     def _seen(self, record: RequestRecord) -> None:
-        visit = visit_of(record)
+        if self._member is not None and not self._member(record.learner):
+            return
+        text_at = self._text_at(record) if self._text_at is not None and record.finished and record.stream else None
+        visit = visit_of(record, text_at)
         if visit is None:
             return
         with self._cond:
@@ -188,20 +237,51 @@ class RoomFeed:
         a page whose feed ends reconnects, and a stopped server is not coming back on this connection). Past
         `max_feeds` open feeds the page gets a 503 instead, so open dashboards can never take the connections
         the API needs (260 of them had taken all 256: every API call got 503)."""
-        with self._cond:
-            full = self.feeds >= self.max_feeds
-            if not full:
-                self.feeds += 1
-        if full:
-            message = f"the dashboard already has its maximum of {self.max_feeds} live feeds open; try again shortly"
-            body = json.dumps(error_body(message, "server_error", "too_many_feeds")).encode()
+        keyed = self._keyed(head)
+        address = _peer_of(conn) if self.room and not keyed else None
+        refused = self._take(keyed, address)
+        if refused:
+            body = json.dumps(error_body(refused, "server_error", "too_many_feeds")).encode()
             conn.send_reply(503, body, "application/json", headers=(("Retry-After", "5"),), close=True)
             return False
         try:
             return self._play(conn, head)
         finally:
-            with self._cond:
-                self.feeds -= 1
+            self._give_back(keyed, address)
+
+    def _keyed(self, head: RequestHead) -> bool:
+        """Whether the feed request carries the instructor's key (`?key=`)."""
+        given = head.query.get("key", [""])[-1]
+        return bool(self._key) and hmac.compare_digest(given.encode(), str(self._key).encode())
+
+    def _take(self, keyed: bool, address: str | None) -> str | None:
+        """Take a feed's place: None, or why there is none."""
+        with self._cond:
+            if keyed:
+                if self.reserved >= RESERVED_FEEDS:
+                    return f"the instructor's {RESERVED_FEEDS} dashboard feeds are all open; close one"
+                self.reserved += 1
+                return None
+            if self.feeds >= self.max_feeds:
+                return f"the dashboard already has its maximum of {self.max_feeds} live feeds open; try again shortly"
+            if address is not None:
+                held = self._by_address.get(address, 0)
+                if held >= FEEDS_PER_ADDRESS:
+                    return f"this address already holds {held} live dashboard feeds, the most one address may"
+                self._by_address[address] = held + 1
+            self.feeds += 1
+            return None
+
+    def _give_back(self, keyed: bool, address: str | None) -> None:
+        with self._cond:
+            if keyed:
+                self.reserved -= 1
+                return
+            self.feeds -= 1
+            if address is not None:
+                left = self._by_address.pop(address, 1) - 1
+                if left:
+                    self._by_address[address] = left
 
     def _play(self, conn: Connection, head: RequestHead) -> bool:
         conn.send_stream_head((("X-Accel-Buffering", "no"),))
@@ -221,6 +301,13 @@ class RoomFeed:
             left = self.keepalive - (time.monotonic() - quiet_since)
             pending = self.next_events(cursor, timeout=max(0.0, min(_WAKE, left)))
         return False
+
+
+def _peer_of(conn: Connection) -> str:
+    try:
+        return str(conn.sock.getpeername()[0])
+    except (OSError, IndexError):
+        return ""
 
 
 def _to_the_page(conn: Connection, head: RequestHead) -> bool:

@@ -34,7 +34,7 @@ PAGE_HEADERS = (
 
 @functools.cache
 def _static(name: str) -> bytes:
-    return importlib.resources.files("streamlab.net.standin").joinpath("static", name).read_bytes()
+    return (importlib.resources.files("streamlab.net.standin") / "static" / name).read_bytes()
 
 
 class StaticFiles:

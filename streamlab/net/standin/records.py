@@ -125,7 +125,10 @@ class RequestTotals:
 
 @dataclass
 class OpenRecord:
-    """A request being served: what the wire loop fills in while it runs (the ring keeps it; `close` freezes it)."""
+    """A request being served: what the wire loop fills in while it runs (the ring keeps it; `close` freezes it).
+
+    Its own `lock` guards its fields: the handler that serves the request is its only writer, so taking it costs
+    no wait but while a reader copies the record (`snapshot`) or an older record's bytes are given up."""
 
     index: int
     method: str
@@ -149,10 +152,18 @@ class OpenRecord:
     resumed_after: str | None = None
     write_times: list[float] = field(default_factory=list)
     arrived_at: float | None = None
-    kept: int = 0  # bytes this record holds against the book's max_total_bytes
+    kept: int = 0  # bytes counted against the book's max_total_bytes for this record (`spare` included)
+    spare: int = 0  # of those, counted ahead for the written bytes still to come (`RecordBook.wrote`)
     trimmed: bool = False  # gave its bytes up for newer records: keeps no more (so `written` stays a prefix)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def snapshot(self) -> RequestRecord:
+        """A frozen copy of the record as it is now, taken under its lock (so it is never half-updated)."""
+        with self.lock:
+            return self.frozen()
+
+    def frozen(self) -> RequestRecord:
+        """The frozen copy, for a caller that already holds `lock`."""
         return RequestRecord(
             self.index,
             self.method,
@@ -178,8 +189,25 @@ class OpenRecord:
         )
 
 
+LEASE_MIN = 4 * 1024
+"""Bytes of written output a record counts ahead against the total budget when it needs more: a stream's frames
+are then kept under the record's own lock, and the book's lock is taken once per lease, not once per frame."""
+LEASE_MAX = 64 * 1024
+"""A record's lease doubles with what it has kept, up to this (a long stream takes the book's lock rarely)."""
+POLL = 0.05
+"""Seconds between two looks at the records by `wait_until` when nothing it is woken for has happened: frames
+written wake nobody, so a condition on them (`frames_written`, `written`) is seen within this."""
+
+
 class RecordBook:
-    """Thread-safe records of one server: the ring, the totals, the feed. Handlers write; readers snapshot."""
+    """Thread-safe records of one server: the ring, the totals, the feed. Handlers write; readers snapshot.
+
+    Two kinds of lock, always taken in this order: the book's (the ring, the totals, the byte budget, the
+    waiters), then one record's (its fields). A frame written takes only its record's lock and wakes nobody: the
+    book's lock is taken a few times per request (open, body, plan, close) and once per `LEASE_MIN` to
+    `LEASE_MAX` bytes kept. A thousand streams at once had queued on one lock for every frame, and every frame
+    woke every waiter, which then copied every record. Waiters in `wait_until` are woken when a request opens,
+    changes state (`update`) or closes, and look again every `POLL` seconds for what frames change."""
 
     def __init__(
         self,
@@ -195,36 +223,40 @@ class RecordBook:
             )
         self.max_record_bytes = max_record_bytes
         self.max_total_bytes = max_total_bytes
-        self._kept = 0  # bytes all the records hold (the sum of their `kept`)
+        self._kept = 0  # bytes all the records count (the sum of their `kept`)
         self._holding: deque[OpenRecord] = deque(maxlen=max_records)  # records that hold bytes, oldest first
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())  # the book's lock
+        self._waiting = 0  # threads inside wait_until: only then does a change take the lock to wake them
+        self._version = 0  # bumped by every change a waiter is woken for
         self._ring: deque[OpenRecord] = deque(maxlen=max_records)
         self._next = 0
         self._endings: Counter[Ending] = Counter()
         self._refused = 0
-        self._subscribers: list[Callable[[RequestRecord], None]] = []
-        self._starters: list[Callable[[RequestRecord], None]] = []
+        # replaced whole, never changed in place: a handler reads them without the lock
+        self._subscribers: tuple[Callable[[RequestRecord], None], ...] = ()
+        self._starters: tuple[Callable[[RequestRecord], None], ...] = ()
 
     # -- written by the handlers --
 
     def open(self, method: str, path: str, headers: dict[str, str], learner: str) -> OpenRecord:
+        rec = OpenRecord(-1, clip(method, 32), clip(path), kept_headers(headers), time.perf_counter(), clip(learner))
         with self._cond:
-            rec = OpenRecord(
-                self._next, clip(method, 32), clip(path), kept_headers(headers), time.perf_counter(), clip(learner)
-            )
+            rec.index = self._next
             self._next += 1
             if len(self._ring) == self._ring.maxlen:  # the oldest leaves the ring: its bytes no longer count
-                self._kept -= self._ring[0].kept
-                self._ring[0].kept = 0
+                oldest = self._ring[0]
+                with oldest.lock:
+                    self._kept -= oldest.kept
+                    oldest.kept = oldest.spare = 0
             self._ring.append(rec)
-            self._cond.notify_all()
-            return rec
+            self._changed()
+        return rec
 
     def update(self, rec: OpenRecord, **changes: Any) -> None:
-        with self._cond:
+        with rec.lock:
             for name, value in changes.items():
                 setattr(rec, name, value)
-            self._cond.notify_all()
+        self._wake()
 
     def note(self, rec: OpenRecord, note: Note) -> None:
         """Copy what the planner said about the request (its None fields leave the record as it is). The
@@ -236,28 +268,65 @@ class RecordBook:
         for name in ("learner", "model"):  # client-chosen strings: kept to MAX_FIELD_CHARS
             if isinstance(changes.get(name), str):
                 changes[name] = clip(changes[name])
-        with self._cond:
+        starters = self._starters
+        with self._cond, rec.lock:
             for name, value in changes.items():
                 setattr(rec, name, value)
             if "json" in changes:
                 self._charge(rec, rec.body_bytes)  # a parsed body costs about what its text did
-            self._cond.notify_all()
-            starters = list(self._starters)
-            if not starters:
-                return
-            snapshot = rec.snapshot()
-        for callback in starters:
-            callback(snapshot)
+            self._changed()
+            snapshot = rec.frozen() if starters else None
+        if snapshot is not None:
+            for callback in starters:
+                callback(snapshot)
 
     def body(self, rec: OpenRecord, body: bytes) -> None:
-        with self._cond:
+        with self._cond, rec.lock:
             rec.body, rec.body_bytes = body[: self.max_record_bytes], len(body)
             self._charge(rec, len(rec.body))
-            self._cond.notify_all()
+            self._changed()
+
+    def wrote(self, rec: OpenRecord, data: bytes, frame: bool, at: float | None = None) -> None:
+        """Record bytes handed to the operating system (`frame`: a whole scripted frame). The hot path of a
+        stream: its record's lock only, and no wake-up; the book's lock only when the record's lease is spent."""
+        with rec.lock:
+            keep = self._keep(rec, len(data))
+            if keep <= rec.spare:
+                self._append(rec, data, keep, frame, at)
+                return
+        with self._cond, rec.lock:  # the lease is spent: count more ahead (the book's lock, then the record's)
+            keep = self._keep(rec, len(data))
+            if keep > rec.spare:
+                self._lease(rec, keep - rec.spare)
+            self._append(rec, data, keep, frame, at)
+
+    def _keep(self, rec: OpenRecord, size: int) -> int:
+        """How many of `size` written bytes the record keeps (under its lock)."""
+        return 0 if rec.trimmed else max(0, min(size, self.max_record_bytes - len(rec.written)))
+
+    def _append(self, rec: OpenRecord, data: bytes, keep: int, frame: bool, at: float | None) -> None:
+        """Add one write to the record (under its lock), its first `keep` bytes against its spare count."""
+        if keep:
+            rec.written += data[:keep]
+            rec.spare -= keep
+        rec.bytes_written += len(data)
+        rec.frames_written += frame
+        if at is not None and len(rec.write_times) < self.max_record_bytes // 8 + 1:
+            rec.write_times.append(at)
+
+    def _lease(self, rec: OpenRecord, need: int) -> None:
+        """Count at least `need` more bytes ahead for `rec`'s writes: double what it keeps, within LEASE_MIN and
+        LEASE_MAX, what it may still keep and what the budget has free (so counting ahead never makes an older
+        record give its bytes up; under both locks)."""
+        may = self.max_record_bytes - len(rec.written) - rec.spare
+        free = self.max_total_bytes - self._kept
+        size = max(need, min(max(rec.kept, LEASE_MIN), LEASE_MAX, may, free))
+        self._charge(rec, size)
+        rec.spare += size
 
     def _charge(self, rec: OpenRecord, size: int) -> None:
         """Count `size` more bytes held by `rec`; past `max_total_bytes`, the oldest other records give theirs
-        up (under the lock)."""
+        up (under the book's lock and `rec`'s; each of the others' is taken in turn)."""
         if size <= 0:
             return
         if not rec.kept:
@@ -266,29 +335,22 @@ class RecordBook:
         self._kept += size
         while self._kept > self.max_total_bytes and self._holding and self._holding[0] is not rec:
             old = self._holding.popleft()
-            self._kept -= old.kept
-            old.kept, old.body, old.json, old.written, old.trimmed = 0, b"", None, bytearray(), True
-
-    def wrote(self, rec: OpenRecord, data: bytes, frame: bool, at: float | None = None) -> None:
-        with self._cond:
-            room = 0 if rec.trimmed else self.max_record_bytes - len(rec.written)
-            if room > 0:
-                rec.written += data[:room]
-                self._charge(rec, min(room, len(data)))
-            rec.bytes_written += len(data)
-            rec.frames_written += frame
-            if at is not None and len(rec.write_times) < self.max_record_bytes // 8 + 1:
-                rec.write_times.append(at)
-            self._cond.notify_all()
+            with old.lock:
+                self._kept -= old.kept
+                old.kept, old.spare, old.body, old.json, old.written, old.trimmed = 0, 0, b"", None, bytearray(), True
 
     def close(self, rec: OpenRecord) -> None:
-        """The request is over: stamp it, count its ending, and feed it to the subscribers."""
-        with self._cond:
+        """The request is over: stamp it, give back what it counted ahead, count its ending, and feed it to the
+        subscribers."""
+        with self._cond, rec.lock:
             rec.finished_at = time.perf_counter()
+            rec.kept -= rec.spare
+            self._kept -= rec.spare
+            rec.spare = 0
             self._endings[rec.ending] += 1
-            snapshot = rec.snapshot()
-            subscribers = list(self._subscribers)
-            self._cond.notify_all()
+            snapshot = rec.frozen()
+            subscribers = self._subscribers
+            self._changed()
         for callback in subscribers:
             callback(snapshot)
 
@@ -296,54 +358,93 @@ class RecordBook:
         with self._cond:
             self._refused += 1
 
+    def _changed(self) -> None:
+        """A change waiters are woken for (under the book's lock)."""
+        if self._waiting:
+            self._version += 1
+            self._cond.notify_all()
+
+    def _wake(self) -> None:
+        """After a change made under a record's lock only: wake the waiters, if there are any. A waiter counts
+        itself in before it looks at the records, so a change it did not see finds it counted."""
+        if self._waiting:
+            with self._cond:
+                self._changed()
+
     # -- read by everyone --
 
     def snapshots(self, model: str | None = None, learner: str | None = None) -> list[RequestRecord]:
+        """Each record's snapshot, oldest first (each consistent in itself, taken one after the other)."""
         with self._cond:
-            return [
-                r.snapshot()
-                for r in self._ring
-                if (model is None or r.model == model) and (learner is None or r.learner == learner)
-            ]
+            ring = list(self._ring)
+        return [
+            r.snapshot()
+            for r in ring
+            if (model is None or r.model == model) and (learner is None or r.learner == learner)
+        ]
 
     def totals(self) -> RequestTotals:
         with self._cond:
             return RequestTotals(self._next, dict(self._endings), self._refused)
 
     def wait_until(self, predicate: Callable[[list[RequestRecord]], bool], timeout: float) -> bool:
+        """Block until `predicate(snapshots)` is true (True) or `timeout` seconds pass (False). It is tried again
+        when a request opens, changes state or closes, and at least every `POLL` seconds (for frames written)."""
         end = time.monotonic() + timeout
         with self._cond:
+            self._waiting += 1
+        try:
             while True:
-                if predicate([r.snapshot() for r in self._ring]):
+                with self._cond:
+                    seen = self._version
+                if predicate(self.snapshots()):
                     return True
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
-                self._cond.wait(left)
+                with self._cond:
+                    if self._version == seen:
+                        self._cond.wait(min(left, POLL))
+        finally:
+            with self._cond:
+                self._waiting -= 1
 
     def subscribe(self, callback: Callable[[RequestRecord], None], *, started: bool = False) -> Callable[[], None]:
         """Call `callback` with each finished request's snapshot (and, with `started`, with each request's
         snapshot once the planner has decided on it). Returns the function that unsubscribes."""
         with self._cond:
-            self._subscribers.append(callback)
+            self._subscribers = (*self._subscribers, callback)
             if started:
-                self._starters.append(callback)
+                self._starters = (*self._starters, callback)
 
         def unsubscribe() -> None:
             with self._cond:
-                for kept in (self._subscribers, self._starters):
-                    if callback in kept:
-                        kept.remove(callback)
+                self._subscribers = _without(self._subscribers, callback)
+                self._starters = _without(self._starters, callback)
 
         return unsubscribe
 
     def clear(self) -> None:
-        """Forget the records and the totals (the next request is index 0 again)."""
+        """Forget the records and the totals (the next request is index 0 again). Requests still being served
+        count their bytes afresh."""
         with self._cond:
+            for rec in self._ring:
+                with rec.lock:
+                    rec.kept = rec.spare = 0
             self._ring.clear()
             self._holding.clear()
             self._kept = 0
             self._next = 0
             self._endings.clear()
             self._refused = 0
-            self._cond.notify_all()
+            self._changed()
+
+
+def _without(
+    callbacks: tuple[Callable[[RequestRecord], None], ...], callback: Callable[[RequestRecord], None]
+) -> tuple[Callable[[RequestRecord], None], ...]:
+    """`callbacks` less the first `callback` in it (a callback subscribed twice stays once)."""
+    if callback not in callbacks:
+        return callbacks
+    i = callbacks.index(callback)
+    return callbacks[:i] + callbacks[i + 1 :]

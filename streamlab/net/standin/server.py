@@ -28,6 +28,9 @@ On the wire, and why:
   a 413 before any `100 Continue`. Every refusal is an OpenAI-shaped JSON error.
 * Each API key is a learner with their own episode counts, stored responses and cancels (`streamlab.core.standin.room`).
   `POST /v1/reset` starts the caller over; `StandIn.reset()` starts everyone over.
+* With a `join_code` it serves a room (`streamlab.core.standin.door`): a learner joins with the code and a name
+  (`POST /v1/join`) and gets the API key that names them; a request without such a key gets a 401 that says how
+  to join. Without one (the default, a learner's own notebook) any key names a learner, as before.
 * It serves its room dashboard at `/dashboard` (`streamlab.net.standin.dashboard`): one live row per learner,
   updated over SSE. Dashboard requests are nobody's API call: they leave no request record.
 * It serves a chat page at `/chat` (`streamlab.net.standin.chatpage`) that reads an answer in the browser, with
@@ -41,13 +44,20 @@ the previous call started, so re-running the cell never leaks one.
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import secrets
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from streamlab.core.standin.actions import Decision, Stream
+from streamlab.core.standin.board import text_write_index
+from streamlab.core.standin.door import Door, DoorLimits
+from streamlab.core.standin.eventsource import EVENTS_PATH
 from streamlab.core.standin.plan import plan, stream_cancelled
 from streamlab.core.standin.profiles import Profile, get_profile
 from streamlab.core.standin.request import Request, RequestHead
@@ -56,20 +66,39 @@ from streamlab.core.standin.script import (
     ScriptValue,
     StoredResponse,
 )
+from streamlab.net.slot import interrupts_held
 from streamlab.net.standin.chatpage import CHAT_PATH, chat_page
 from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, DEFAULT_MAX_FEEDS, RoomFeed
 from streamlab.net.standin.records import (
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_MAX_RECORDS,
+    DEFAULT_MAX_TOTAL_BYTES,
     RecordBook,
     RequestRecord,
     RequestTotals,
 )
 from streamlab.net.standin.wire import Connection, Limits, PageHandler, refuse_connection, stamp_arrivals
 
-__all__ = ["StandIn", "serve", "stop_serving", "DEFAULT_MAX_BODY_BYTES"]
+__all__ = [
+    "StandIn",
+    "serve",
+    "stop_serving",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_RECORD_TOTAL_BYTES",
+    "JSON_GROWTH",
+]
 
 DEFAULT_MAX_BODY_BYTES = Limits.max_body_bytes
+JSON_GROWTH = 32
+"""How much larger a parsed JSON body can be in Python than its text: `{}` is 3 bytes of text and 72 of a
+dict and its slot in a list, `{"":{}}` 8 bytes and about 250 (a measured worst case, rounded up)."""
+DEFAULT_MAX_RECORD_TOTAL_BYTES = DEFAULT_MAX_TOTAL_BYTES // JSON_GROWTH
+"""The records' budget as `RecordBook` counts it (2 MiB), so that what they really hold stays within its
+64 MiB: 1 MB bodies of empty JSON objects had grown a library `StandIn()` to 855 MB (the command line, which
+keeps 1 KB of each request, held)."""
+
+
+_peer = threading.local()  # the address of the client each handler thread serves (one connection per thread)
 
 
 class _Host:
@@ -115,6 +144,7 @@ class _Host:
             end.close()
 
     def decide(self, request: Request) -> Decision:
+        request = dataclasses.replace(request, peer=getattr(_peer, "address", ""), now=time.monotonic())
         with self._room_lock:
             return plan(self._room, request)
 
@@ -186,6 +216,7 @@ class _Handler(socketserver.BaseRequestHandler):
         self.host = self.server.host
         conn: socket.socket = self.request
         conn.setsockopt(socket.SOL_TCP, socket.TCP_NODELAY, True)  # small frames leave at once, no Nagle wait
+        _peer.address = str(self.client_address[0]) if self.client_address else ""
         self.host.opened(self.request)
 
     def handle(self) -> None:
@@ -198,6 +229,35 @@ class _Handler(socketserver.BaseRequestHandler):
         self.host.closed(self.request)
 
 
+class _HandlerThreads(list[threading.Thread]):
+    """The handler threads `server_close` joins, with socketserver's interface (`append`, `join`), but the ended
+    ones reaped only when the list has doubled: socketserver's own list checks every thread on each accept, and a
+    room connecting at once (1,000 learners) cost 500,000 checks in the accepting thread, so the last connections
+    waited seconds to be served."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reap_at = 64
+
+    def append(self, thread: threading.Thread) -> None:
+        if len(self) >= self.reap_at:
+            self.reap()
+            self.reap_at = max(64, 2 * len(self))
+        if not thread.daemon:
+            super().append(thread)
+
+    def pop_all(self) -> list[threading.Thread]:
+        self[:], result = [], self[:]
+        return result
+
+    def join(self) -> None:
+        for thread in self.pop_all():
+            thread.join()
+
+    def reap(self) -> None:
+        self[:] = [thread for thread in self if thread.is_alive()]
+
+
 class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = False  # joined on server_close: a stopped StandIn leaves no thread behind
     block_on_close = True
@@ -207,6 +267,11 @@ class _Server(socketserver.ThreadingTCPServer):
 
     def server_activate(self) -> None:
         stamp_arrivals(self.socket)  # every accepted socket's reads carry the time their bytes arrived
+        # a backlog of at least the connection cap: a room connecting at once (1,000 learners, or a relay's
+        # upstream connections) overflowed 256, and each dropped handshake cost its request 1 to 3 s of
+        # retransmission before it was even read (the system may cap it lower: net.core.somaxconn)
+        self.request_queue_size = max(self.request_queue_size, self.host.limits.max_connections)
+        self._threads = _HandlerThreads()  # ThreadingMixIn keeps it (setdefault) and joins it on server_close
         super().server_activate()
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -238,8 +303,14 @@ class StandIn:
     `max_learners` is how many API keys the room remembers (`streamlab.core.standin.room`: keys used once are
     forgotten first, a learner who came back never; when every place is taken so, a new key gets a 429
     `room_full`); the dashboard keeps as many rows.
+    `join_code` makes it serve a room with that code (`streamlab.core.standin.door`; `door_limits` its per-address
+    limits): only learners who joined have a place and a key; None (the default) is an open room, any key a learner.
     `dashboard` serves the room dashboard at `dashboard_url` (on by default; its feed writes a keep-alive
-    comment after `dashboard_keepalive` seconds of silence; at most `dashboard_max_feeds` feeds are open at once).
+    comment after `dashboard_keepalive` seconds of silence; at most `dashboard_max_feeds` feeds are open at once,
+    and `projector_url`, which carries `instructor_key`, always gets one of a few places kept for it).
+    `max_record_total_bytes` is what the records may hold in all, counted as `RecordBook` counts it (a parsed
+    body at its text's size): `DEFAULT_MAX_RECORD_TOTAL_BYTES` keeps the process within the 64 MiB the records
+    are allowed even when every kept body is the costliest JSON there is.
     Use it as a context manager (`with StandIn(scripts) as server:`), or call `start()` and `stop()`.
     Stopping ends stalled streams, closes every connection and joins every thread it started.
     """
@@ -259,6 +330,7 @@ class StandIn:
         max_connections: int = Limits.max_connections,
         max_records: int = DEFAULT_MAX_RECORDS,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        max_record_total_bytes: int = DEFAULT_MAX_RECORD_TOTAL_BYTES,
         max_learners: int = DEFAULT_MAX_LEARNERS,
         usage: UsagePolicy = DEFAULT_OPTIONS.usage,
         require_input: bool = DEFAULT_OPTIONS.require_input,
@@ -266,8 +338,13 @@ class StandIn:
         dashboard: bool = True,
         dashboard_keepalive: float = DEFAULT_KEEPALIVE,
         dashboard_max_feeds: int = DEFAULT_MAX_FEEDS,
+        join_code: str | None = None,
+        door_limits: DoorLimits | None = None,
+        instructor_key: str | None = None,
     ) -> None:
         self.host = host
+        self.join_code = join_code
+        self.instructor_key = instructor_key or secrets.token_urlsafe(12)
         self.max_body_bytes = max_body_bytes
         self._requested_port = port
         limits = Limits(max_body_bytes, header_timeout, body_timeout, idle_timeout, send_timeout, max_connections)
@@ -277,8 +354,13 @@ class StandIn:
             stored=stored,
             options=Options(usage=usage, require_input=require_input, profile=chosen),
             max_learners=max_learners,
+            door=None
+            if join_code is None
+            else Door(join_code, secrets.token_bytes(32), places=max_learners, limits=door_limits or DoorLimits()),
         )
-        self._book = RecordBook(max_records=max_records, max_record_bytes=max_record_bytes)
+        self._book = RecordBook(
+            max_records=max_records, max_record_bytes=max_record_bytes, max_total_bytes=max_record_total_bytes
+        )
         self._host = _Host(room, limits, self._book)
         self._feed = (
             RoomFeed(
@@ -287,6 +369,10 @@ class StandIn:
                 keepalive=dashboard_keepalive,
                 max_feeds=dashboard_max_feeds,
                 max_learners=max_learners,
+                instructor_key=self.instructor_key,
+                room=join_code is not None,
+                text_at=self._text_at,
+                member=None if join_code is None else self._joined,
             )
             if dashboard
             else None
@@ -294,6 +380,19 @@ class StandIn:
         self._host.pages = self._page
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    def _joined(self, name: str) -> bool:
+        """Whether `name` is a learner who joined this room (its door's member)."""
+        return bool(self._host.with_room(lambda room: room.door is not None and name in room.door.members))
+
+    def _text_at(self, record: RequestRecord) -> int | None:
+        """Which write of a finished stream first showed text (for the dashboard's TTFT), from its script."""
+        if record.model is None or record.episode is None or record.resumed_after is not None:
+            return None
+        events = urlsplit(record.path).path.rstrip("/") == EVENTS_PATH
+        model, episode = record.model, record.episode
+        found = self._host.with_room(lambda room: text_write_index(room, model, episode, events=events))
+        return found if isinstance(found, int) else None
 
     def _page(self, head: RequestHead) -> PageHandler | None:
         """The server's own pages: the chat page (`streamlab.net.standin.chatpage`), then the room dashboard."""
@@ -406,6 +505,11 @@ class StandIn:
         """The room dashboard's page, e.g. http://127.0.0.1:PORT/dashboard (when `dashboard` is on)."""
         return self.base_url.removesuffix("/v1") + DASHBOARD_PATH
 
+    @property
+    def projector_url(self) -> str:
+        """The dashboard with the instructor's key, which always gets its live feed (a place kept for it)."""
+        return f"{self.dashboard_url}?key={self.instructor_key}"
+
     def url(self, path: str) -> str:
         """`base_url` joined with a path such as "chat/completions" or "/responses"."""
         return f"{self.base_url}/{path.lstrip('/')}"
@@ -471,14 +575,16 @@ def serve(
 ) -> StandIn:
     """Start a stand-in for a notebook, first stopping the one a previous call started.
 
-    Re-running a cell that calls `serve(...)` therefore never leaks a server: at most one per process.
-    The server is also stopped when the interpreter exits. The keywords are `StandIn`'s.
+    Re-running a cell that calls `serve(...)` therefore never leaks a server: at most one per process, even
+    when Ctrl-C lands mid-way (held until the old one stopped and the new one started:
+    `streamlab.net.slot.interrupts_held`). The server is also stopped when the interpreter exits. The
+    keywords are `StandIn`'s.
     """
     global _current
-    with _current_lock:
+    with interrupts_held(), _current_lock:
         if _current is not None:
-            _current.stop()
-            _current = None
+            old, _current = _current, None
+            old.stop()
         _current = StandIn(
             scripts, stored=stored, host=host, port=port, usage=usage, require_input=require_input, profile=profile
         ).start()
@@ -488,10 +594,10 @@ def serve(
 def stop_serving() -> None:
     """Stop the server `serve()` started, if any."""
     global _current
-    with _current_lock:
+    with interrupts_held(), _current_lock:
         if _current is not None:
-            _current.stop()
-            _current = None
+            old, _current = _current, None
+            old.stop()
 
 
 atexit.register(stop_serving)

@@ -22,6 +22,13 @@ same segment. The stand-in cannot probe as the relay does (`streamlab.net.relay.
 script's, and a keep-alive comment the script did not ask for would change what a lab shows. Reads have
 deadlines (`Limits`) so a client that sends half a request cannot hold a thread for ever.
 
+A room of a thousand streams runs a thousand handler threads, and every system call that releases the GIL is
+one more turn each thread waits for behind the others. So a frame costs two: its send on a socket that is
+non-blocking for good (a socket with a timeout polls before every send and recv, and setting the timeout is a
+call of its own), and the wait that watches the client until the next frame is due; its record takes no lock
+but its own (`streamlab.net.standin.records`). Waits use `poll`, which watches descriptors past 1024, where
+`select.select` raises.
+
 A few paths are not the API: the server's own pages (the room dashboard). For those the host hands back a
 `PageHandler`, which serves the request with the connection's public methods (`send`, `send_reply`,
 `peer_closed`); such requests leave no request record, since they are nobody's API call.
@@ -30,6 +37,7 @@ A few paths are not the API: the server's own pages (the room dashboard). For th
 from __future__ import annotations
 
 import json
+import math
 import platform
 import select
 import socket
@@ -69,7 +77,17 @@ from streamlab.core.standin.request import (
 from streamlab.core.standin.room import learner_of
 from streamlab.net.standin.records import OpenRecord, RecordBook
 
-__all__ = ["Limits", "Host", "Connection", "PageHandler", "refuse_connection", "stamp_arrivals", "SERVER_NAME"]
+__all__ = [
+    "Limits",
+    "Host",
+    "Connection",
+    "PageHandler",
+    "refuse_connection",
+    "stamp_arrivals",
+    "default_max_connections",
+    "DEFAULT_MAX_CONNECTIONS",
+    "SERVER_NAME",
+]
 
 SERVER_NAME = "streamlab-standin"
 _DRAIN_LIMIT = 16 * 1024 * 1024
@@ -82,6 +100,7 @@ _TIMESTAMPNS = 35 if sys.platform.startswith("linux") and platform.machine().low
 _TIMESPEC = struct.Struct("@ll")  # the kernel's struct timespec (old ABI): seconds and nanoseconds, C longs
 _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if _TIMESTAMPNS else 0
 _STALE = 1.0  # seconds: a kernel stamp older than this is not trusted (the wall clock may have been set)
+_POLL = getattr(select, "poll", None)  # not on Windows: `_readable` uses select.select there
 
 
 def stamp_arrivals(sock: socket.socket) -> bool:
@@ -97,6 +116,25 @@ def stamp_arrivals(sock: socket.socket) -> bool:
     return True
 
 
+def default_max_connections() -> int:
+    """Connections the stand-in serves at once by default: a room of a thousand learners, their relay's
+    connections and the dashboards (1,100), or fewer where the process may open fewer descriptors (each
+    connection holds one; 128 are left for everything else). It had been 256: a room of 1,000 behind a relay got
+    744 refusals, each a reset the relay turned into a 502."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 256
+    if soft == resource.RLIM_INFINITY:
+        return 1100
+    return max(16, min(1100, soft - 128))
+
+
+DEFAULT_MAX_CONNECTIONS = default_max_connections()
+
+
 @dataclass(frozen=True)
 class Limits:
     """How much a client may take from the server. Times are seconds.
@@ -104,7 +142,8 @@ class Limits:
     `header_timeout`: from the connection (or the first byte of a later request) to the end of the head.
     `body_timeout`: from the end of the head to the last body byte. `idle_timeout`: how long a kept-alive
     connection may wait for its next request. `send_timeout`: how long one write may block on a client that
-    does not read. `max_connections`: connections served at once; the next one gets a 503.
+    does not read. `max_connections`: connections served at once; the next one gets a 503 (default
+    `DEFAULT_MAX_CONNECTIONS`).
     """
 
     max_body_bytes: int = 1024 * 1024
@@ -112,7 +151,7 @@ class Limits:
     body_timeout: float = 30.0
     idle_timeout: float = 60.0
     send_timeout: float = 60.0
-    max_connections: int = 256
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __post_init__(self) -> None:
         for name in ("header_timeout", "body_timeout", "idle_timeout", "send_timeout"):
@@ -205,6 +244,31 @@ def _arrival(ancillary: list[tuple[int, int, bytes]]) -> float:
     return now
 
 
+def _readable(socks: list[socket.socket], timeout: float | None) -> list[socket.socket]:
+    """Those of `socks` that are readable (or closed, or in error) within `timeout` seconds (None: no limit).
+    `poll` where the system has it: `select.select` cannot watch a descriptor numbered 1024 or more, and a room
+    of a thousand learners numbers its sockets past that (it raised ValueError, and each stream ended as if its
+    client had gone). ValueError for a closed socket, as `select.select` does."""
+    if _POLL is None:
+        return select.select(socks, [], [], timeout)[0]
+    poller = _POLL()
+    for sock in socks:
+        poller.register(sock, select.POLLIN)
+    ready = poller.poll(None if timeout is None else math.ceil(max(timeout, 0.0) * 1000))
+    fds = {fd for fd, _ in ready}
+    return [sock for sock in socks if sock.fileno() in fds]
+
+
+def _writable(sock: socket.socket, timeout: float) -> bool:
+    """Whether `sock` can take more bytes (or is closed, or in error: the next send says which) within `timeout`
+    seconds."""
+    if _POLL is None:
+        return bool(select.select([], [sock], [], timeout)[1])
+    poller = _POLL()
+    poller.register(sock, select.POLLOUT)
+    return bool(poller.poll(math.ceil(max(timeout, 0.0) * 1000)))
+
+
 def refuse_connection(sock: socket.socket, cap: int) -> None:
     """Answer a connection over the cap with a 503 from the accepting thread, without blocking it."""
     message = f"the stand-in is serving its maximum of {cap} connections at once; try again shortly"
@@ -233,6 +297,10 @@ class Connection:
         self.buf = bytearray()  # bytes received and not yet consumed (the rest of a head, a pipelined request)
         self.received_at = 0.0  # perf_counter() time by which every byte received so far had arrived
         self.eof = False  # the client has shut its sending side: its departure (module docstring)
+        # Non-blocking for good, and every wait is our own `_readable`/`_writable`: a socket with a timeout polls
+        # before each send and recv, and a timeout set per call is one more system call, each a turn to wait for
+        # under the GIL when a thousand streams run at once (the module docstring).
+        sock.settimeout(0.0)
         self._stamped = bool(_TIMESTAMPNS) and _stamps(sock)  # the kernel stamps what arrives (`stamp_arrivals`)
 
     def serve(self) -> None:
@@ -257,20 +325,23 @@ class Connection:
 
     def _fill(self, deadline: float) -> bool | None:
         """Receive more bytes into the buffer: True, or False at end of input, or None at the deadline."""
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        self.sock.settimeout(left)
         ancillary: list[tuple[int, int, bytes]] = []
-        try:
-            if self._stamped:
-                data, ancillary, _, _ = self.sock.recvmsg(65536, _ANCILLARY)
-            else:
-                data = self.sock.recv(65536)
-        except TimeoutError:
-            return None
-        except OSError:
-            return False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                if not _readable([self.sock], left):
+                    return None
+                if self._stamped:
+                    data, ancillary, _, _ = self.sock.recvmsg(65536, _ANCILLARY)
+                else:
+                    data = self.sock.recv(65536)
+                break
+            except BlockingIOError:  # woken for nothing: wait again
+                continue
+            except (OSError, ValueError):
+                return False
         if not data:
             self.eof = True
             return False
@@ -337,13 +408,15 @@ class Connection:
         self.buf.clear()
         try:
             while dropped < _DRAIN_LIMIT:
-                readable, _, _ = select.select([self.sock], [], [], 0.05)
+                readable = _readable([self.sock], 0.05)
                 if not readable:
                     return
                 data = self.sock.recv(65536)
                 if not data:
                     return
                 dropped += len(data)
+        except BlockingIOError:
+            return  # readable for nothing: nothing more came
         except (OSError, ValueError):
             return
 
@@ -394,10 +467,12 @@ class Connection:
         """Whether the client has closed its end (checked for at most `wait` seconds). Bytes it sends meanwhile
         are kept as the start of its next request."""
         try:
-            readable, _, _ = select.select([self.sock], [], [], wait)
+            readable = _readable([self.sock], wait)
             if not readable:
                 return False
             data = self.sock.recv(65536)
+        except BlockingIOError:
+            return False
         except (OSError, ValueError):
             return True
         if not data:
@@ -451,8 +526,21 @@ class Connection:
     # -- doing --
 
     def _send(self, data: bytes) -> None:
-        self.sock.settimeout(self.limits.send_timeout)
-        self.sock.sendall(data)
+        """Write all of `data`: at once when the socket takes it (one system call, the usual case), else waiting
+        for room at most `send_timeout` seconds in all (TimeoutError, an OSError, past it)."""
+        view, deadline = memoryview(data), None
+        while True:
+            try:
+                view = view[self.sock.send(view) :]
+            except BlockingIOError:
+                pass
+            if not view:
+                return
+            if deadline is None:
+                deadline = time.monotonic() + self.limits.send_timeout
+            left = deadline - time.monotonic()
+            if left <= 0 or not _writable(self.sock, left):
+                raise TimeoutError(f"the client took nothing for {self.limits.send_timeout:g} s")
 
     def _send_bare(self, reply: Reply) -> None:
         """A refusal before any record exists (a head that could not be parsed)."""
@@ -550,11 +638,14 @@ class Connection:
         client sent bytes (kept for its next request) or ended its input (then `eof`); else "gone" or "stopping"."""
         wake = self.host.wakeup
         full = len(self.buf) > MAX_HEAD_BYTES + self.limits.max_body_bytes  # a pipelining flood: stop reading
-        readable, _, _ = select.select([wake] if full else [self.sock, wake], [], [], left)
+        readable = _readable([wake] if full else [self.sock, wake], left)
         if wake in readable:
             return _STOPPING
         if readable:
-            data = self.sock.recv(65536)  # a reset raises here: gone
+            try:
+                data = self.sock.recv(65536)  # a reset raises here: gone
+            except BlockingIOError:  # woken for nothing
+                return None
             if data:
                 self.buf += data
             else:

@@ -40,12 +40,17 @@ def _option(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
-    """Run the proxy until Ctrl-C, printing one line per finished connection."""
+    """Run the proxy until Ctrl-C, SIGTERM or SIGHUP, printing one line per finished connection.
+
+    Every line goes out through a `streamlab.net.console.Outlet`: a stdout that closes (`| head -n 1`, the
+    address read and the reader gone) or stops being read costs lines, never the proxy. Printed from here,
+    the first connection after `head` had left died of a broken pipe and took the proxy down with it."""
     from streamlab.core.chaos import ConnectionRecord
-    from streamlab.net.console import stop_signals
+    from streamlab.net.console import Outlet, route_logging, stop_signals, stream_writer
 
     proxy = _proxy_of(args)
     printed: set[int] = set()  # numbers of the connections already reported
+    outlet = Outlet(stream_writer(sys.stdout), name="chaos-console")
 
     def unreported(records: list[ConnectionRecord]) -> list[ConnectionRecord]:
         return [r for r in records if r.closed and r.number not in printed]
@@ -54,7 +59,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         records = proxy.records()
         for rec in unreported(records):
             if not args.quiet:
-                print(f"  {rec.line()}", flush=True)
+                outlet.put(f"  {rec.line()}")
             printed.add(rec.number)
         if records:  # forget the numbers that have left the proxy's ring of records
             printed.difference_update([n for n in printed if n < records[0].number])
@@ -65,25 +70,31 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     # from a handler had given a traceback when a second signal came while the proxy was stopping.
     stop = threading.Event()
     restore = stop_signals(stop)
+    _, unroute = route_logging(sys.stderr, name="chaos-log")
     try:
-        return _serve_until(proxy, stop, args, unreported, report)
+        return _serve_until(proxy, stop, args, outlet, unreported, report)
     finally:
+        outlet.close(timeout=2.0)
+        unroute()
         restore()
 
 
-def _serve_until(proxy: Any, stop: threading.Event, args: argparse.Namespace, unreported: Any, report: Any) -> int:
+def _serve_until(
+    proxy: Any, stop: threading.Event, args: argparse.Namespace, outlet: Any, unreported: Any, report: Any
+) -> int:
     """Start the proxy, report connections until `stop` is set, then stop it and print the closing report."""
     try:
         proxy.start()
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
-    try:  # from here on, Ctrl-C or SIGTERM always ends with the proxy stopped and the closing report
+    try:  # from here on, Ctrl-C, SIGTERM or SIGHUP always ends with the proxy stopped and the closing report
         host, port = proxy.address
-        print(f"streamlab chaos: {host}:{port} -> {args.upstream[0]}:{args.upstream[1]} ({proxy.faults.describe()})")
+        outlet.put(
+            f"streamlab chaos: {host}:{port} -> {args.upstream[0]}:{args.upstream[1]} ({proxy.faults.describe()})"
+        )
         if not args.quiet:
-            print("Ctrl-C stops it. One line per finished connection follows.")
-        sys.stdout.flush()
+            outlet.put("Ctrl-C stops it. One line per finished connection follows.")
         while not stop.is_set():
             proxy.wait_until(lambda records: bool(unreported(records)) or stop.is_set(), timeout=0.2)
             report()
@@ -94,7 +105,7 @@ def _serve_until(proxy: Any, stop: threading.Event, args: argparse.Namespace, un
     report()
     records = proxy.records()
     count = records[-1].number + 1 if records else 0
-    print(f"stopped after {count} connection{'s' if count != 1 else ''}", flush=True)
+    outlet.put(f"stopped after {count} connection{'s' if count != 1 else ''}")
     return 0
 
 

@@ -24,18 +24,21 @@ def _cmd_relay(args: argparse.Namespace) -> int:
     """Run the reference relay until Ctrl-C. Line 1 of stdout is its base URL; then one JSON summary line per
     stream. Everything else goes to stderr. The summary lines are written by a thread of their own (a bounded
     queue: a stdout nobody reads never holds up a stream; lines that do not fit are dropped and counted on
-    stderr), escaped so that nothing a client sent can act on a terminal or split a line."""
+    stderr), escaped so that nothing a client sent can act on a terminal or split a line. stderr too gets
+    its lines (asyncio's warnings included) through a thread of its own: an unread stderr had frozen the
+    serving loop. Ctrl-C, SIGTERM and SIGHUP stop it."""
     from streamlab.core.relay.stream import summary_line
     from streamlab.core.untrusted import ascii_json
-    from streamlab.net.console import Outlet, stop_signals, stream_writer
+    from streamlab.net.console import Outlet, route_logging, stop_signals, stream_writer
     from streamlab.net.gateway.app import Gateway
     from streamlab.net.relay.app import Relay
 
+    errors, unroute = route_logging(sys.stderr, name="relay-log")  # before the loop starts: it logs from there
     outlet = Outlet(
         stream_writer(sys.stdout, fallback=ascii_json),
         name="relay-console",
         notice=lambda n: f"streamlab relay: {n} summary line(s) dropped: stdout was not being read",
-        notice_write=stream_writer(sys.stderr),
+        notice_write=errors.put,
     )
 
     def emit(summary: dict[str, Any]) -> None:  # on the server's event loop: format and queue, never write
@@ -68,15 +71,15 @@ def _cmd_relay(args: argparse.Namespace) -> int:
             ).start()
     except (OSError, ValueError) as exc:
         restore()
+        unroute()
         print(f"error: cannot start the relay on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
-    print(relay.base_url, flush=True)
+    outlet.put(relay.base_url)
     kind = f"gateway (metrics at {relay.metrics_url})" if isinstance(relay, Gateway) else "relay"
-    print(
+    errors.put(
         f"streamlab {kind}: {relay.base_url} -> {' | '.join(args.upstream)} (keep-alive "
         f"{'off' if keepalive is None else f'{keepalive:g} s'}, read timeout {args.read_timeout:g} s"
-        f"{', capturing to ' + str(args.capture) if args.capture else ''}); Ctrl-C stops it.",
-        file=sys.stderr,
+        f"{', capturing to ' + str(args.capture) if args.capture else ''}); Ctrl-C stops it."
     )
     try:
         while not stop.wait(0.2):
@@ -86,6 +89,7 @@ def _cmd_relay(args: argparse.Namespace) -> int:
     finally:
         relay.stop()
         outlet.close(timeout=2.0)
+        unroute()
         restore()
     return 0
 

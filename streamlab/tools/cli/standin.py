@@ -13,17 +13,34 @@ a lone surrogate, an escape sequence or a line break cannot stop the server, tak
 terminal or forge a line. The lines go out through a `streamlab.net.console.Outlet`: a writer thread with a
 bounded queue, so a terminal nobody reads never holds up a request, and lines that do not fit are counted.
 SIGINT and SIGTERM both stop it cleanly, even when it was started with SIGINT ignored (`nohup`, `&`).
+
+Served to a room (`--host 0.0.0.0`, or any address others can reach) it has a join code, made up at start and
+printed in the banner (`--join-code CODE` chooses it, `--join-code none` serves an open room): a learner joins
+with it and a name and gets the API key that names them (`streamlab.core.standin.door`); a request without
+such a key gets a 401 that says how to join. On 127.0.0.1 (the default) only this machine can reach it, and
+any key names a learner unless `--join-code` is given. The banner also prints the projector's dashboard URL,
+whose key keeps the projector a live feed however many others are open.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import sys
 import threading
 from typing import Any
 
-__all__ = ["register", "banner", "room_urls", "scenario_list"]
+__all__ = ["register", "banner", "room_urls", "scenario_list", "new_join_code", "join_code_for"]
+
+_CODE_LETTERS = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i: read aloud and copied off a board
+
+
+def new_join_code() -> str:
+    """A fresh join code, six letters and digits in two groups (`xk7-m2q`): about 30 bits, and the door lets an
+    address try ten codes at once and then one every two seconds."""
+    letters = "".join(secrets.choice(_CODE_LETTERS) for _ in range(6))
+    return f"{letters[:3]}-{letters[3:]}"
 
 
 def _label(learner: str) -> str:
@@ -78,6 +95,8 @@ def banner(
     quiet: bool = False,
     profile: str | None = None,
     replay: bool = False,
+    join_code: str | None = None,
+    instructor_key: str | None = None,
 ) -> str:
     """What `streamlab standin` prints when it starts: where to point learners (and the projector), and a
     first request to try with curl and with the openai SDK, all at an address the learners can use."""
@@ -100,9 +119,18 @@ def banner(
             "  WARNING: anyone on this machine's networks can reach this server and its dashboard: serve "
             "it on a network you trust, and stop it (Ctrl-C) after the workshop"
         )
-    lines.append(f"  room dashboard (for the projector): {base.removesuffix('/v1')}/dashboard")
+    root = base.removesuffix("/v1")
+    keyed = f"?key={instructor_key}" if instructor_key else ""
+    if join_code:
+        lines.append(
+            f"  JOIN CODE: {join_code}   (write it on the board: a learner joins with it and a name, and only "
+            "a learner who joined has a place)"
+        )
+    lines.append(f"  room dashboard (for the projector): {root}/dashboard{keyed}")
     if host in _EVERY_INTERFACE and addresses:
-        lines.append(f"  (on this machine also http://127.0.0.1:{port}/dashboard)")
+        lines.append(f"  (on this machine also http://127.0.0.1:{port}/dashboard{keyed})")
+    if keyed:
+        lines.append("  (its key keeps the projector a live feed; learners open it without the key)")
     lines.append(f"  models: {', '.join(sorted(script))}")
     if profile:
         from streamlab.core.standin.profiles import PROFILES
@@ -111,27 +139,49 @@ def banner(
             f"  profile {profile!r}: answers as {PROFILES[profile].title}; any other model name gets its "
             f"answer\n  grade it: streamlab check {base} --model any --dialect both"
         )
-    lines.append("  your API key names you: each key gets its own episodes; POST /v1/reset starts you over")
-    lines.append(
-        f"  check cells on the dashboard: in a lab's setup cell, streamlab.join_room("
-        f"{base.removesuffix('/v1')!r}, name='your-name')"
-    )
-    lines += ["", *_snippets(base, model, dialect), ""]
+    if join_code:
+        lines.append("  your API key names you: the room issues it when you join; POST /v1/reset starts you over")
+        lines.append(
+            f"  check cells on the dashboard: in a lab's setup cell, streamlab.join_room({root!r}, "
+            f"name='your-name', code={join_code!r})"
+        )
+    else:
+        lines.append("  your API key names you: each key gets its own episodes; POST /v1/reset starts you over")
+        lines.append(
+            f"  check cells on the dashboard: in a lab's setup cell, streamlab.join_room({root!r}, name='your-name')"
+        )
+    lines += ["", *_snippets(base, model, dialect, join_code), ""]
     lines.append("Ctrl-C stops it." + ("" if quiet else " One line per finished request follows."))
     return "\n".join(lines)
 
 
-def _snippets(base: str, model: str, dialect: str) -> list[str]:
+def _snippets(base: str, model: str, dialect: str, join_code: str | None = None) -> list[str]:
     body: dict[str, Any] = {"model": model, "stream": True}
     body.update({"input": "hi"} if dialect == "responses" else {"messages": [{"role": "user", "content": "hi"}]})
-    lines = [
+    key = "YOUR-KEY" if join_code else "your-name"
+    lines = []
+    if join_code:
+        join = json.dumps({"name": "your-name", "code": join_code})
+        lines += [
+            'join first (its answer\'s "api_key" is your API key here):',
+            f"  curl -s {base}/join -H 'Content-Type: application/json' -d '{join}'",
+            "",
+        ]
+    lines += [
         "try it with curl (-N: print bytes as they arrive):",
-        f"  curl -N {base}/{dialect} -H 'Authorization: Bearer your-name' -H 'Content-Type: application/json' "
+        f"  curl -N {base}/{dialect} -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' "
         f"-d '{json.dumps(body)}'",
         "",
         "or with the openai SDK:",
+    ]
+    if join_code:
+        lines += [
+            "  import streamlab",
+            f"  room = streamlab.join_room({base.removesuffix('/v1')!r}, name='your-name', code={join_code!r})",
+        ]
+    lines += [
         "  from openai import OpenAI",
-        f"  client = OpenAI(base_url={base!r}, api_key='your-name')",
+        f"  client = OpenAI(base_url={base!r}, api_key={'room.api_key' if join_code else repr(key)})",
     ]
     if dialect == "responses":
         return lines + [
@@ -189,6 +239,7 @@ and the dashboard, neither of which reads bodies): 1,000 records of 64 KiB bodie
 def _cmd_standin(args: argparse.Namespace) -> int:
     """Serve a scripted stand-in for an OpenAI-compatible endpoint (no model, no key, no network) until
     Ctrl-C. Every scenario is a scripted answer under its own model name; "all" serves them together."""
+    from streamlab.core.standin.door import DoorLimits
     from streamlab.net.standin.hostaddr import room_addresses
     from streamlab.net.standin.server import StandIn
 
@@ -201,6 +252,7 @@ def _cmd_standin(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     lenient = args.lenient or args.replay is not None  # a replay plays every recorded byte, whatever was asked
+    join_code = join_code_for(args.host, args.join_code)
     from streamlab.net.console import Outlet, stop_signals, stream_writer
 
     stop = threading.Event()
@@ -215,6 +267,8 @@ def _cmd_standin(args: argparse.Namespace) -> int:
             max_record_bytes=_RECORD_BYTES,
             max_learners=args.max_learners,
             profile=args.profile,
+            join_code=join_code,
+            door_limits=DoorLimits(names_per_address=args.names_per_address),
         ).start()
     except OSError as exc:
         restore()
@@ -235,6 +289,8 @@ def _cmd_standin(args: argparse.Namespace) -> int:
                 quiet=args.quiet,
                 profile=args.profile,
                 replay=args.replay is not None,
+                join_code=join_code,
+                instructor_key=server.instructor_key,
             )
         )
         while not stop.wait(0.5):
@@ -247,6 +303,15 @@ def _cmd_standin(args: argparse.Namespace) -> int:
         outlet.close(timeout=2.0)  # a stdout nobody reads cannot keep a stopped server from exiting
         restore()
     return 0
+
+
+def join_code_for(host: str, given: str | None) -> str | None:
+    """The room's join code: the one `given`, none for "none", else a new one when others can reach the server
+    bound to `host` (`room_urls`) and none on a loopback address (this machine only)."""
+    if given is not None:
+        return None if given.strip().lower() == "none" else given.strip()
+    _, reachable = room_urls(host, 0, ["others"] if host in _EVERY_INTERFACE else [])
+    return new_join_code() if reachable else None
 
 
 def _script(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -301,6 +366,21 @@ def register(sub: Any) -> None:
         metavar="N",
         help=f"API keys the room remembers (default {DEFAULT_MAX_LEARNERS:,}): keys used once are forgotten first, "
         "a learner who came back never; when every place is taken so, a new key gets a 429 room_full",
+    )
+    p.add_argument(
+        "--join-code",
+        default=None,
+        metavar="CODE",
+        help="the room's join code (default: a new one when serving others, --host 0.0.0.0; none on 127.0.0.1); "
+        "'none' serves an open room, where any API key names a learner",
+    )
+    p.add_argument(
+        "--names-per-address",
+        type=_at_least_one,
+        default=20,
+        metavar="N",
+        help="names one network address may join (default 20; raise it when the whole room reaches you through one "
+        "NAT address)",
     )
     p.add_argument(
         "--lenient",

@@ -3,17 +3,36 @@
 // replays exactly what this page missed, or a snapshot of everything. Every value is written with
 // textContent: a model name chosen by a learner is shown as text, never run as markup. Below the rows, the
 // check-cell grid: one line per learner who sent a verdict, one column per exercise anyone sent.
+//
+// It redraws incrementally, so a room of thousands stays live on a projector (issue 34, N5): events only
+// record what changed; once per animation frame the changed learners' rows (and their grid lines) are
+// rebuilt, and nothing else. A snapshot is drawn in one go. The whole grid is rebuilt only when a new
+// exercise column appears (at most the catalogue's few dozen times). The page passes its own `?key=` (the
+// instructor's, in `StandIn.projector_url`) on to the feed, which keeps a place for it.
 "use strict";
 
 (function () {
   const ENDINGS = ["complete", "http_error", "cut", "client_gone", "cancelled", "stopped", "in_progress"];
+  const MARKS = {"passed": "\u2713", "not yet": "\u2717", "not attempted": "\u00b7"};
   const body = document.getElementById("rows");
   const empty = document.getElementById("empty");
   const status = document.getElementById("status");
-  const rows = new Map(); // learner number -> <tr>
-  const seen = new Map(); // learner number -> the row's data, for the grid
-  const MARKS = {"passed": "\u2713", "not yet": "\u2717", "not attempted": "\u00b7"};
-  let gridPending = false;
+  const gridTable = document.getElementById("verdicts");
+  const gridHead = document.getElementById("verdicts-head");
+  const gridBody = document.getElementById("verdicts-body");
+  const gridFoot = document.getElementById("verdicts-foot");
+  const gridEmpty = document.getElementById("verdicts-empty");
+
+  const rows = new Map(); // learner number -> {data, tr, line (its grid <tr> or null)}
+  const numbers = []; // the numbers shown, ascending (new learners come last: appended, not sorted)
+  let columns = []; // exercise ids shown in the grid, in exercise order
+  const passed = new Map(); // exercise id -> learners whose last verdict on it is "passed"
+  const passCells = new Map(); // exercise id -> its <td> in the grid's footer
+
+  const changed = new Map(); // learner number -> latest row data, not drawn yet
+  const forgotten = new Set(); // learner numbers to remove, not done yet
+  let latestTotals = null;
+  let frame = 0;
 
   function endingClass(name) {
     return "ending-" + (ENDINGS.includes(name) ? name : "other");
@@ -41,9 +60,13 @@
     return value === null || value === undefined ? "\u2013" : Math.round(value) + " ms";
   }
 
-  function render(row) {
-    const tr = document.createElement("tr");
+  function rowElement(row, fresh, reuse) { // `reuse`: the row's <tr>, refilled in place (no sibling restyled)
+    const tr = reuse || document.createElement("tr");
+    tr.replaceChildren();
     tr.dataset.number = String(row.number);
+    // stripes by number, not :nth-child (which restyles every later row when one is replaced); a fresh row
+    // is marked by a CSS animation that fades: no timer per row
+    tr.className = (row.number % 2 ? "odd" : "even") + (fresh ? " " + fresh : "");
     cell(tr, "number", String(row.number));
     cell(tr, "learner", row.learner);
     cell(tr, "number", String(row.requests));
@@ -59,19 +82,17 @@
     chips(cell(tr, "endings", ""), row.endings);
     cell(tr, "number", String(row.retries));
     cell(tr, "number", ms(row.ttft_ms));
-    const old = rows.get(row.number);
-    if (old) {
-      old.replaceWith(tr);
-    } else {
-      const after = [...rows.keys()].filter((n) => n > row.number).sort((a, b) => a - b)[0];
-      body.insertBefore(tr, after === undefined ? null : rows.get(after));
+    return tr;
+  }
+
+  function position(n) { // where n is, or would go, in `numbers` (binary search)
+    let lo = 0;
+    let hi = numbers.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (numbers[mid] < n) lo = mid + 1; else hi = mid;
     }
-    rows.set(row.number, tr);
-    tr.classList.add("fresh");
-    setTimeout(() => tr.classList.remove("fresh"), 1500);
-    empty.hidden = rows.size > 0;
-    seen.set(row.number, row);
-    scheduleGrid();
+    return lo;
   }
 
   function exerciseOrder(a, b) {
@@ -80,11 +101,30 @@
     return la - lb || ka - kb;
   }
 
-  function scheduleGrid() {  // a burst of events redraws the grid once
-    if (!gridPending) {
-      gridPending = true;
-      setTimeout(() => { gridPending = false; grid(); }, 50);
+  function countPasses(row, sign) {
+    for (const [id, verdict] of Object.entries(row.verdicts || {})) {
+      if (verdict === "passed") passed.set(id, (passed.get(id) || 0) + sign);
     }
+  }
+
+  function gridLine(row, reuse) {
+    const tr = reuse || document.createElement("tr");
+    tr.replaceChildren();
+    tr.dataset.number = String(row.number);
+    tr.className = row.number % 2 ? "odd" : "even";
+    cell(tr, "learner", row.learner);
+    for (const id of columns) {
+      const verdict = row.verdicts[id];
+      const td = cell(tr, verdict ? "v v-" + verdict.replace(" ", "-") : "v", verdict ? MARKS[verdict] || "?" : "");
+      td.dataset.exercise = id;
+      td.dataset.verdict = verdict || "";
+      td.title = id + ": " + (verdict || "no verdict yet");
+    }
+    return tr;
+  }
+
+  function hasVerdicts(row) {
+    return Object.keys(row.verdicts || {}).length > 0;
   }
 
   function headCell(tr, className, text, span) {
@@ -92,23 +132,18 @@
     th.scope = "col";
     th.className = className;
     th.textContent = text;
-    if (span > 1) th.colSpan = span;
+    if (span > 1) {
+      th.colSpan = span;
+      th.style.width = "calc(" + span + " * var(--cell))"; // the lines are flex rows (dashboard.css)
+    }
     tr.appendChild(th);
   }
 
-  function grid() {
-    const learners = [...seen.values()].filter((r) => Object.keys(r.verdicts || {}).length)
-      .sort((a, b) => a.number - b.number);
-    const columns = [...new Set(learners.flatMap((r) => Object.keys(r.verdicts)))].sort(exerciseOrder);
-    const head = document.getElementById("verdicts-head");
-    const body = document.getElementById("verdicts-body");
-    const foot = document.getElementById("verdicts-foot");
-    document.getElementById("verdicts").hidden = !columns.length;
-    document.getElementById("verdicts-empty").hidden = columns.length > 0;
+  function drawGridFrame() { // the head and the footer, for the current columns
     const labs = document.createElement("tr");
-    const numbers = document.createElement("tr");
+    const ks = document.createElement("tr");
     headCell(labs, "learner", "lab", 1);
-    headCell(numbers, "learner", "exercise", 1);
+    headCell(ks, "learner", "exercise", 1);
     let lab = null;
     for (const id of columns) {
       const [labOf, k] = id.split(".");
@@ -117,29 +152,77 @@
         headCell(labs, "lab", labOf, columns.filter((c) => c.startsWith(labOf + ".")).length);
         lab = labOf;
       }
-      headCell(numbers, starts ? "lab" : "", k, 1);
+      headCell(ks, starts ? "lab" : "", k, 1);
     }
-    head.replaceChildren(labs, numbers);
-    body.replaceChildren(...learners.map((r) => {
-      const tr = document.createElement("tr");
-      tr.dataset.number = String(r.number);
-      cell(tr, "learner", r.learner);
-      for (const id of columns) {
-        const verdict = r.verdicts[id];
-        const td = cell(tr, verdict ? "v v-" + verdict.replace(" ", "-") : "v", verdict ? MARKS[verdict] || "?" : "");
-        td.dataset.exercise = id;
-        td.dataset.verdict = verdict || "";
-        td.title = id + ": " + (verdict || "no verdict yet");
-      }
-      return tr;
-    }));
-    const passed = document.createElement("tr");
-    cell(passed, "learner", "passed");
+    gridHead.replaceChildren(labs, ks);
+    const foot = document.createElement("tr");
+    cell(foot, "learner", "passed");
+    passCells.clear();
     for (const id of columns) {
-      const n = learners.filter((r) => r.verdicts[id] === "passed").length;
-      cell(passed, "", String(n)).dataset.exercise = id;
+      const td = cell(foot, "", String(passed.get(id) || 0));
+      td.dataset.exercise = id;
+      passCells.set(id, td);
     }
-    foot.replaceChildren(passed);
+    gridFoot.replaceChildren(foot);
+  }
+
+  function rebuildGrid() { // every line: only when the columns change, or after a snapshot
+    const fragment = document.createDocumentFragment();
+    for (const n of numbers) {
+      const entry = rows.get(n);
+      entry.line = hasVerdicts(entry.data) ? gridLine(entry.data, null) : null;
+      if (entry.line) fragment.appendChild(entry.line);
+    }
+    gridBody.replaceChildren(fragment);
+    drawGridFrame();
+  }
+
+  function nextLine(n) { // the grid line of the first learner after n that has one
+    for (let i = position(n) + 1; i < numbers.length; i++) {
+      const line = rows.get(numbers[i]).line;
+      if (line) return line;
+    }
+    return null;
+  }
+
+  function newColumns(row) {
+    return Object.keys(row.verdicts || {}).filter((id) => !columns.includes(id));
+  }
+
+  function apply(row, fresh) { // one learner's new data, into the table and the grid's bookkeeping
+    const entry = rows.get(row.number);
+    if (entry) {
+      countPasses(entry.data, -1);
+      entry.flip = !entry.flip; // two animation names taking turns: the "fresh" mark starts again each time
+      rowElement(row, fresh && (entry.flip ? "fresh-b" : "fresh-a"), entry.tr);
+      entry.data = row;
+    } else {
+      const tr = rowElement(row, fresh && "fresh-a", null);
+      const at = position(row.number);
+      const after = at < numbers.length ? rows.get(numbers[at]).tr : null;
+      body.insertBefore(tr, after);
+      numbers.splice(at, 0, row.number);
+      rows.set(row.number, {data: row, tr: tr, line: null, flip: false});
+    }
+    countPasses(row, 1);
+  }
+
+  function drawLine(n) { // one learner's grid line, with the current columns
+    const entry = rows.get(n);
+    const line = hasVerdicts(entry.data) ? gridLine(entry.data, entry.line) : null;
+    if (entry.line && !line) entry.line.remove();
+    else if (line) gridBody.insertBefore(line, nextLine(n));
+    entry.line = line;
+  }
+
+  function forget(n) {
+    const entry = rows.get(n);
+    if (!entry) return;
+    countPasses(entry.data, -1);
+    entry.tr.remove();
+    if (entry.line) entry.line.remove();
+    rows.delete(n);
+    numbers.splice(position(n), 1);
   }
 
   function totals(t) {
@@ -154,39 +237,82 @@
     chips(document.getElementById("total-endings"), t.endings);
   }
 
+  function showEmpty() {
+    empty.hidden = rows.size > 0;
+    gridTable.hidden = !columns.length;
+    gridEmpty.hidden = columns.length > 0;
+  }
+
+  function draw() { // once per frame: only what changed since the last one
+    frame = 0;
+    for (const n of forgotten) forget(n);
+    let added = [];
+    for (const row of changed.values()) {
+      added = added.concat(newColumns(row));
+      apply(row, true);
+    }
+    if (added.length) {
+      columns = [...new Set(columns.concat(added))].sort(exerciseOrder);
+      rebuildGrid();
+    } else {
+      for (const n of changed.keys()) if (rows.has(n)) drawLine(n);
+      for (const id of columns) passCells.get(id).textContent = String(passed.get(id) || 0);
+    }
+    changed.clear();
+    forgotten.clear();
+    if (latestTotals) totals(latestTotals);
+    latestTotals = null;
+    showEmpty();
+  }
+
+  function schedule() {
+    if (!frame) frame = requestAnimationFrame(draw);
+  }
+
+  function snapshot(data) {
+    changed.clear();
+    forgotten.clear();
+    rows.clear();
+    numbers.length = 0;
+    passed.clear();
+    const fragment = document.createDocumentFragment();
+    const ordered = data.rows.slice().sort((a, b) => a.number - b.number);
+    for (const row of ordered) {
+      const tr = rowElement(row, false, null);
+      fragment.appendChild(tr);
+      numbers.push(row.number);
+      rows.set(row.number, {data: row, tr: tr, line: null});
+      countPasses(row, 1);
+    }
+    body.replaceChildren(fragment);
+    columns = [...new Set(ordered.flatMap((r) => Object.keys(r.verdicts || {})))].sort(exerciseOrder);
+    rebuildGrid();
+    totals(data.totals);
+    showEmpty();
+  }
+
   function setStatus(kind, text) {
     status.className = "status " + kind;
     status.textContent = text;
   }
 
-  const feed = new EventSource("dashboard/events");
+  const key = new URLSearchParams(location.search).get("key");
+  const feed = new EventSource("dashboard/events" + (key ? "?key=" + encodeURIComponent(key) : ""));
   feed.addEventListener("open", () => setStatus("live", "live"));
   feed.addEventListener("error", () => setStatus("reconnecting", "reconnecting\u2026"));
-  feed.addEventListener("snapshot", (event) => {
-    const data = JSON.parse(event.data);
-    rows.clear();
-    seen.clear();
-    body.replaceChildren();
-    data.rows.forEach(render);
-    empty.hidden = rows.size > 0;
-    totals(data.totals);
-    grid();
-  });
+  feed.addEventListener("snapshot", (event) => snapshot(JSON.parse(event.data)));
   feed.addEventListener("learner", (event) => {
     const data = JSON.parse(event.data);
-    render(data.row);
-    totals(data.totals);
+    forgotten.delete(data.row.number);
+    changed.set(data.row.number, data.row);
+    latestTotals = data.totals;
+    schedule();
   });
   feed.addEventListener("forget", (event) => {
     const data = JSON.parse(event.data);
-    const tr = rows.get(data.number);
-    if (tr) {
-      tr.remove();
-      rows.delete(data.number);
-    }
-    seen.delete(data.number);
-    scheduleGrid();
-    empty.hidden = rows.size > 0;
-    totals(data.totals);
+    changed.delete(data.number);
+    forgotten.add(data.number);
+    latestTotals = data.totals;
+    schedule();
   });
 })();
