@@ -45,7 +45,8 @@ def walk(folder: Path, indent: int) -> list[str]:
         if p.is_dir() and (p / "__init__.py").exists():
             out.append(line(indent, f"{p.name}/", p / "__init__.py"))
             out += walk(p, indent + 1)
-        elif p.suffix == ".py" and p.name not in ("__init__.py", "__main__.py"):
+        elif p.suffix == ".py" and p.name != "__init__.py" and not (p.name == "__main__.py" and indent == 1):
+            # a tool's own `python -m` entry is drawn; the package's (`python -m streamlab`) is the CLI's
             out.append(line(indent, p.name, p))
     return out
 
