@@ -618,3 +618,34 @@ def test_check_grades_a_stream_of_tiny_events_in_bounded_memory():
     assert fact.events == MAX_GRADED_BLOCKS and findings
     done = next(f for f in findings if f.check == "chat.done")
     assert done.status != "fail", done  # what was never read is the checker's cut, not the server's fault
+
+
+# -- N12: a script's end is not held by a client ------------------------------------------------------------------
+
+HOLDER = """
+import sys
+from streamlab import serve
+from streamlab.core.standin.scenarios import scenario
+server = serve(scenario("stall"), require_input=False)
+print(server.base_url, flush=True)
+sys.stdin.readline()  # the test says when the script's work is done
+"""
+
+
+def test_a_script_using_serve_ends_promptly_while_a_client_holds_a_stream():
+    # The handler threads had been non-daemon: the interpreter joins those before atexit stops the server, so a
+    # finished script waited for the client's stream (an hour of keep-alives here) before it could exit.
+    script = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = script.stdout.readline().strip()
+        body = {"model": "stall", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with httpx.Client(timeout=30) as client, client.stream("POST", f"{base_url}/chat/completions", json=body) as r:
+            assert r.status_code == 200
+            next(r.iter_raw())  # the stream is running, and this client holds it
+            script.stdin.close()  # the script's work is done
+            assert script.wait(timeout=15) == 0
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+        script.stdout.close()

@@ -243,8 +243,7 @@ class _HandlerThreads(list[threading.Thread]):
         if len(self) >= self.reap_at:
             self.reap()
             self.reap_at = max(64, 2 * len(self))
-        if not thread.daemon:
-            super().append(thread)
+        super().append(thread)
 
     def pop_all(self) -> list[threading.Thread]:
         self[:], result = [], self[:]
@@ -259,7 +258,11 @@ class _HandlerThreads(list[threading.Thread]):
 
 
 class _Server(socketserver.ThreadingTCPServer):
-    daemon_threads = False  # joined on server_close: a stopped StandIn leaves no thread behind
+    # Daemon handler threads, all kept in `_threads` and joined on server_close, so a stopped StandIn still leaves no
+    # thread behind. Not daemon, they had held a script's exit: the interpreter joins non-daemon threads *before*
+    # atexit runs `stop_serving`, so a client holding a stream kept a finished script alive until the stream ended
+    # (issue 34, N12).
+    daemon_threads = True
     block_on_close = True
     allow_reuse_address = True
     request_queue_size = 256  # the listen backlog; socketserver's default of 5 resets bursts of new connections
