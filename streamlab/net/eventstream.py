@@ -187,8 +187,8 @@ def describe_transport_error(exc: BaseException, *, reading: bool, peer: str = "
     if isinstance(exc, httpx.TimeoutException):
         return f"timed out ({type(exc).__name__})"
     if isinstance(exc, httpx.RemoteProtocolError):
-        if reading:
-            return f"closed by {peer} before the end of the body"
+        if reading:  # httpx's words kept: they say which (HTTP/1.1's incomplete chunked read, HTTP/2's StreamReset)
+            return f"closed by {peer} before the end of the body: {text}"[:200]
         return f"the reply is not valid HTTP/1.1, or {peer} closed the connection: {text}"[:200]
     return f"{type(exc).__name__}: {text}"[:200]
 
