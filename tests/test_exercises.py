@@ -236,3 +236,36 @@ def test_a_long_relay_verdict_is_cut_at_the_end_of_a_word() -> None:
     assert evidence.startswith(kept) and evidence[len(kept)] in " ,;:", (kept[-20:], evidence[len(kept) :][:20])
     assert _clip("x" * 300, 220) == "x" * 300  # no word end to cut at: whole, never mid-word
     assert _clip("short", 220) == "short"
+
+
+def _chunk_deltas(chunks):
+    for chunk in chunks:
+        for choice in chunk.get("choices") or []:
+            yield choice.get("delta") or {}
+
+
+def test_split_reasoning_tells_one_field_only_and_a_doubled_mirror_apart_from_right() -> None:
+    """03.3: reading only `reasoning_content`, or appending both fields of a mirrored delta, fails with the
+    case and the rule it broke; thinking appended to the answer fails too."""
+
+    def one_field(chunks):
+        deltas = list(_chunk_deltas(chunks))
+        return "".join(d.get("reasoning_content") or "" for d in deltas), "".join(
+            d.get("content") or "" for d in deltas
+        )
+
+    def both_fields(chunks):
+        deltas = list(_chunk_deltas(chunks))
+        thinking = "".join((d.get("reasoning_content") or "") + (d.get("reasoning") or "") for d in deltas)
+        return thinking, "".join(d.get("content") or "" for d in deltas)
+
+    def thinking_in_the_answer(chunks):
+        reasoning, answer = both_fields(chunks)
+        return reasoning, reasoning + answer
+
+    text = verdict("03.3", one_field)
+    assert text.startswith("Exercise 03.3: not yet: thinking in delta.reasoning (") and "two field names" in text
+    text = verdict("03.3", both_fields)
+    assert "the same thinking in both fields" in text and "keep it once" in text
+    assert "the answer is" in verdict("03.3", thinking_in_the_answer)
+    assert verdict("03.3", lambda chunks: "just text").endswith("return a pair (reasoning, answer), got 'just text'")

@@ -195,3 +195,29 @@ def test_retry_timeline_says_in_a_legend_what_its_markers_and_bars_are() -> None
     assert markers == ["X", "o"]  # failed, then streamed: told apart by shape, not only by colour
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["attempt: streamed", "attempt: failed", "wait before retrying"]
+
+
+def test_reasoning_timeline_marks_both_firsts_and_shades_the_thinking() -> None:
+    """Lab 04: the figure draws the points `reasoning_timelines` gave, first reasoning and first answer marked."""
+    from streamlab.core.metrics import first_outputs, reasoning_timelines
+    from streamlab.core.shapes import chat_reasoning_stream
+    from streamlab.core.sse import SSEParser
+    from streamlab.tools.plots import plot_reasoning_timeline
+
+    frames = chat_reasoning_stream(["Let me ", "think."], ["Hi", "!"])  # role, 2 thinking, 2 answer, end, usage, DONE
+    times = [0.1, 0.2, 0.25, 0.7, 0.75, 0.8, 0.8, 0.8]
+    parser = SSEParser()
+    arrivals = [(t, event) for frame, t in zip(frames, times, strict=True) for event in parser.feed(frame)]
+    first = first_outputs(arrivals)
+    assert (first.reasoning, first.answer) == (0.2, 0.7)
+    thinking, answer = reasoning_timelines(arrivals, 0.0)
+    fig = plot_reasoning_timeline(thinking, answer)
+    arts = _by_gid(fig)
+    assert list(arts["first:reasoning"].get_xdata()) == [0.2] and list(arts["first:answer"].get_xdata()) == [0.7]
+    assert max(arts["chars:reasoning"].get_ydata()) == len("Let me think.")
+    assert max(arts["chars:answer"].get_ydata()) == len("Hi!")
+    assert "thinking" in {p.get_gid() for p in fig.axes[0].patches}
+    fig = plot_reasoning_timeline([], answer)  # a model that streamed no thinking: no shaded wait
+    assert "thinking" not in {p.get_gid() for p in fig.axes[0].patches} and "first:answer" in _by_gid(fig)
+    with pytest.raises(ValueError):
+        plot_reasoning_timeline([], [])

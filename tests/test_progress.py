@@ -158,7 +158,7 @@ def test_the_table_lists_every_exercise_passed_or_not():
     for ex in everything:
         assert sum(line.startswith(f"  {ex} ") for line in lines) == 1, ex
     assert "Lab 01: Server-Sent Events, byte by byte  (0 of 6 passed)" in lines
-    assert any(line.startswith("Lab 03: ") and line.endswith("(1 of 2 passed)") for line in lines)
+    assert any(line.startswith("Lab 03: ") and line.endswith("(1 of 3 passed)") for line in lines)
     row = next(line for line in lines if line.startswith("  01.2 "))
     assert "answer_2" in row and "not yet" in row and "2026-11-29 10:35 UTC" in row
     assert row.endswith("(passed 2026-11-29 10:31 UTC)")
@@ -279,7 +279,7 @@ def test_streamlab_progress_shows_json_and_resets(progress_file: Path, capsys):
     recorder.record_verdict("03.1", "not yet")
     assert cli(["progress", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("Lab 03: ") and out[0].endswith("(1 of 2 passed)") and len(out) == 5
+    assert out[0].startswith("Lab 03: ") and out[0].endswith("(1 of 3 passed)") and len(out) == 6
     assert cli(["progress", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["file"] == str(progress_file) and doc["counts"]["passed"] == 1 and doc["counts"]["not yet"] == 1

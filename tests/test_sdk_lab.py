@@ -691,3 +691,34 @@ def test_06_3_an_unguarded_loop_crashes_on_the_usage_chunk() -> None:
 )
 def test_lab06_library_solutions_pass(ex_id: str, solution: Any) -> None:
     assert verdict(ex_id, solution) == f"Exercise {ex_id}: passed"
+
+
+def test_06_4_json_loads_on_a_cut_answer_is_told_it_is_incomplete_not_a_parse_error() -> None:
+    def json_loads(stream: Any) -> tuple[str, Any]:
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        return "complete", json.loads(text)
+
+    text = verdict("06.4", json_loads)
+    assert text.startswith("Exercise 06.4: not yet: cut half-way by the token limit: your code raised JSONDecodeError")
+    assert "it is incomplete" in text
+
+
+def test_06_4_prose_taken_for_a_partial_answer_is_named() -> None:
+    """Text that is not JSON is "invalid": `parse_partial` raises on it, and the verdict names the case."""
+    from streamlab.core.partialjson import parse_partial
+
+    def everything_is_json(stream: Any) -> tuple[str, Any]:
+        text = ""
+        try:
+            for chunk in stream:
+                text += "".join(c.delta.content or "" for c in chunk.choices)
+        except openai.APIConnectionError:
+            pass
+        try:
+            return ("complete", json.loads(text))
+        except ValueError:
+            return ("incomplete", parse_partial(text))
+
+    text = verdict("06.4", everything_is_json)
+    assert text.startswith("Exercise 06.4: not yet: the model answered in prose, not JSON: your code raised")
+    assert "'invalid'" in text

@@ -172,6 +172,21 @@ def _tool_calls_by_arrival(chunks: Any) -> dict[int, dict[str, str]]:
     return calls
 
 
+def _reasoning_both_fields_joined(chunks: Any) -> tuple[str, str]:
+    reasoning, answer = "", ""
+    for chunk in chunks:
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            reasoning += (delta.get("reasoning_content") or "") + (delta.get("reasoning") or "")
+            answer += delta.get("content") or ""
+    return reasoning, answer
+
+
+def _structured_json_loads(stream: Any) -> tuple[str, Any]:
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    return "complete", json.loads(text)
+
+
 def _retry_whatever_was_shown(status: int | None, events_delivered: int) -> bool:
     return status is None or status in (408, 409, 429) or status >= 500
 
@@ -271,6 +286,7 @@ WRONG: dict[str, Wrong] = {
         "`[DONE]` taken for complete, everything else for truncated",
         lambda: lambda datas, cancelled=False: "complete" if "[DONE]" in datas else "truncated",
     ),
+    "03.3": Wrong("both reasoning fields appended, a mirrored piece twice", lambda: _reasoning_both_fields_joined),
     "04.1": Wrong("600 / 30, the time to first token left out", lambda: 600 / 30),
     "04.2": Wrong("the pair the wrong way round", lambda: (0.5 + 599 / 30, 0.5)),
     "04.3": Wrong("the server assumed to stop when the user leaves", lambda: (136, 136)),
@@ -287,6 +303,7 @@ WRONG: dict[str, Wrong] = {
     "06.1": Wrong("'complete' whenever the SDK loop ends without an exception", lambda: _sdk_quiet_end_is_complete),
     "06.2": Wrong("every record counted, not only the last call's", lambda: _story_of_every_record),
     "06.3": Wrong("`chunk.choices[0]` read without a guard", lambda: _sdk_unguarded),
+    "06.4": Wrong("`json.loads` on what arrived: a cut answer a parse error", lambda: _structured_json_loads),
     "07.1": Wrong("the whole upstream body read, then sent", lambda: _buffered_body),
     "07.2": Wrong("stage 1's solution, unchanged", _previous_stage("07.2")),
     "07.3": Wrong("stage 2's solution, unchanged", _previous_stage("07.3")),

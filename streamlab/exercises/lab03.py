@@ -6,6 +6,9 @@
 * 03.2 `classify(datas, cancelled=False)`: the outcome of a Chat Completions stream. It gets the `data` string
   of every event in order (the literal `[DONE]` included, if it came) and whether the caller stopped
   reading, and returns "complete", "incomplete", "failed", "truncated" or "cancelled".
+* 03.3 `split_reasoning(chunks)`: a reasoning model's thinking kept apart from its answer. It gets the decoded
+  chunks of one stream and returns `(reasoning, answer)` for choice 0: the thinking from `delta.reasoning_content`
+  or `delta.reasoning` (the same text in both fields of one delta counted once), the answer from `delta.content`.
 
 The cases are built with `streamlab.core.shapes` and the expected answers come from what was streamed (the
 builders' inputs) or from `streamlab.core.accumulate`, never typed in by hand.
@@ -170,3 +173,60 @@ def check_classify(fn: Callable[[list[str], bool], Any] | Any) -> None:
             wrong.append(f"{label}: {want}, not {got!r}")
     if wrong:
         raise AssertionError(f"{len(wrong)} of {len(OUTCOME_CASES)} wrong; first: " + "; ".join(wrong[:2]))
+
+
+_THINKING = ["The user ", "wants a ", "greeting. ", "Keep it short."]
+_ANSWER = ["Hel", "lo", "!"]
+
+REASONING_CASES: list[tuple[str, list[bytes], str]] = [
+    (
+        "thinking in delta.reasoning_content (DeepSeek, llama.cpp)",
+        shapes.chat_reasoning_stream(_THINKING, _ANSWER, field="reasoning_content"),
+        "read the thinking from 'reasoning_content'; its chunks say \"content\": null, which adds no answer text",
+    ),
+    (
+        "thinking in delta.reasoning (newer vLLM, Ollama, OpenRouter)",
+        shapes.chat_reasoning_stream(_THINKING, _ANSWER, field="reasoning"),
+        "servers use two field names: read 'reasoning' as well as 'reasoning_content'",
+    ),
+    (
+        "the same thinking in both fields of every delta (vLLM's mirror)",
+        shapes.chat_reasoning_stream(_THINKING, _ANSWER, field="both"),
+        "when both fields carry the same text in one delta, it is one piece: keep it once, never twice",
+    ),
+    (
+        "a plain answer, no thinking",
+        shapes.chat_text_stream(_ANSWER),
+        "a stream without reasoning gives an empty reasoning string",
+    ),
+    (
+        "thinking only, cut by the token limit before any answer",
+        shapes.chat_reasoning_stream(_THINKING, [], finish_reason="length"),
+        "a model can spend its whole budget thinking: the answer is then empty, not the thinking",
+    ),
+]
+
+
+def expected_split(frames: list[bytes]) -> tuple[str, str]:
+    """The reference answer for 03.3, from streamlab's own ChatAccumulator: (reasoning, answer) of choice 0."""
+    acc = ChatAccumulator()
+    events, _cut = parse(b"".join(frames))
+    for ev in events:
+        acc.feed(ev)
+    return acc.reasoning.get(0, ""), acc.text.get(0, "")
+
+
+@exercise("03.3", "split_reasoning")
+def check_split_reasoning(fn: Any) -> None:
+    if fn is Ellipsis:
+        raise NotAttempted
+    if not callable(fn):
+        raise AssertionError("split_reasoning should be a function taking a list of chunk dicts")
+    for label, frames, hint in REASONING_CASES:
+        want = expected_split(frames)
+        got = _call(label, fn, _chunks(frames))
+        if not isinstance(got, tuple) or len(got) != 2:
+            raise AssertionError(f"{label}: return a pair (reasoning, answer), got {got!r}")
+        for part, mine, right in zip(("reasoning", "answer"), got, want):
+            if mine != right:
+                raise AssertionError(f"{label}: the {part} is {mine!r}, expected {right!r}; {hint}")

@@ -6,10 +6,14 @@
   and why it stopped ("succeeded", "not retryable", "out of retries", "stream broke").
 * 06.3 `safe_read(stream, idle_timeout)`: an SDK loop that survives the usage chunk (`choices == []`) and a
   stream that stalls while keep-alives keep arriving; returns `(text, usage, outcome)`.
+* 06.4 `read_structured(stream)`: read a structured answer (one JSON object) from an SDK Chat stream and return
+  `(status, value)`: "complete" with the whole object, "incomplete" with what arrived (a cut answer is never a
+  parse error), or "invalid" with None for text that is not JSON.
 
 Every check runs the learner's code on real SDK streams from its own stand-in (never the notebook's server)
 and compares with the library: `streamlab.net.sdk.read_sdk_stream` on the same bytes for 06.1 and 06.3, and
-the scripted story (the SDK's exception and the records) for 06.2.
+the scripted story (the SDK's exception and the records) for 06.2, and for 06.4
+`streamlab.core.partialjson.structured_answer` on the text and outcome the library rebuilds from the same frames.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from typing import Any
 import openai
 
 from streamlab.core import shapes
+from streamlab.core.accumulate import ChatAccumulator
 from streamlab.core.errors import IdleTimeout
+from streamlab.core.partialjson import structured_answer
+from streamlab.core.sse import parse
 from streamlab.core.standin.script import Cut, End, Episode, KeepAlive, Send, Wait, error_episode, paced
 from streamlab.exercises import NotAttempted, exercise, function_answer
 from streamlab.net.sdk import SDKStreamView, read_sdk_stream
@@ -370,3 +377,69 @@ def solution_safe_read(stream: Any, idle_timeout: float) -> tuple[str, Any, str]
     except (openai.APIError, IdleTimeout):
         pass  # the view recorded how the stream ended
     return text, usage, str(view.outcome)
+
+
+# -- 06.4 ---------------------------------------------------------------------------------------------
+
+WEATHER = {"city": "Oslo", "temperature_c": -3.5, "conditions": ["snow"], "umbrella": False}
+_JSON = shapes.json_pieces(WEATHER, size=7)
+_HALF = len(_JSON) // 2
+STRUCTURED_CASES: list[tuple[str, list[bytes], list[Any], str]] = [
+    # (what happens, the frames the server sends, steps after them, hint when the answer is wrong)
+    ("the whole answer", shapes.chat_text_stream(_JSON), [], "the stream ended with finish_reason 'stop'"),
+    (
+        "cut half-way by the token limit",
+        shapes.chat_text_stream(_JSON[:_HALF], finish_reason="length"),
+        [],
+        "finish_reason 'length' cut the answer: it is incomplete, and what arrived is parse_partial's value",
+    ),
+    (
+        "cut inside a string by the token limit",
+        shapes.chat_text_stream([_JSON[0], ':"Os'], finish_reason="length"),
+        [],
+        "a string cut in the middle is kept as far as it came (parse_partial's default)",
+    ),
+    (
+        "the connection reset half-way",
+        shapes.chat_text_stream(_JSON)[: 1 + _HALF],
+        [Cut(reset=True)],
+        "the SDK raises openai.APIConnectionError: catch it, the answer is incomplete",
+    ),
+    (
+        "the model answered in prose, not JSON",
+        shapes.chat_text_stream(["Sure! ", "It is ", "snowing."]),
+        [],
+        "text that is not JSON at all is 'invalid', with None as its value",
+    ),
+]
+
+
+def expected_structured(frames: list[bytes]) -> tuple[str, Any]:
+    """The reference answer for 06.4: the library's verdict on the text and outcome of `frames`."""
+    acc = ChatAccumulator()
+    for event in parse(b"".join(frames))[0]:
+        acc.feed(event)
+    verdict = structured_answer(acc.text.get(0, ""), acc.outcome())
+    return verdict.status, verdict.value
+
+
+@exercise("06.4", "read_structured")
+def check_read_structured(answer: Any) -> None:
+    fn = function_answer(answer, "read_structured")
+    scripts = {f"case{n}": Episode(_sends(frames) + steps) for n, (_, frames, steps, _) in enumerate(STRUCTURED_CASES)}
+    with _sdk(scripts, max_retries=0, timeout=10) as (_server, client):
+        for n, (label, frames, _, hint) in enumerate(STRUCTURED_CASES):
+            want = expected_structured(frames)
+            stream = client.chat.completions.create(model=f"case{n}", **ASK)
+            try:
+                got = fn(stream)
+            except (NotImplementedError, NotAttempted):
+                raise
+            except Exception as exc:  # a parse error is the typical wrong answer: say what the case was
+                raise AssertionError(f"{label}: your code raised {type(exc).__name__}: {exc}; {hint}") from exc
+            finally:
+                stream.close()
+            if not isinstance(got, (tuple, list)) or len(got) != 2:
+                raise AssertionError(f"{label}: read_structured should return (status, value), got {got!r}")
+            if tuple(got) != want:
+                raise AssertionError(f"{label}: expected {want!r}, you returned {tuple(got)!r}; {hint}")

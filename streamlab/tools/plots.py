@@ -8,6 +8,9 @@ Lab 04:
    jump at the end, although the same bytes arrived at the same times.
 2. `plot_blank_share`: the share of the wait spent on a blank screen against answer length, with and
    without streaming, from the ILLUSTRATIVE arithmetic in `streamlab.core.metrics` (labelled as such).
+3. `plot_reasoning_timeline`: a reasoning model's stream as two staircases, the thinking's characters and the
+   answer's, with the first reasoning and the first answer text marked and the wait between them shaded
+   (`streamlab.core.metrics.reasoning_timelines`).
 
 Lab 05: `plot_attempts`, the retry timeline (each attempt as a marker where it started and a bar as long as it
 took, each wait as a hatched bar).
@@ -49,6 +52,7 @@ from streamlab.net.retry import Attempt
 __all__ = [
     "plot_visible_chars",
     "plot_blank_share",
+    "plot_reasoning_timeline",
     "step_xy",
     "DEFAULT_LENGTHS",
     "plot_share_heatmap",
@@ -131,6 +135,62 @@ def plot_visible_chars(
     ax.set_title(title)
     ax.set_xlim(left=0)
     ax.set_ylim(0, max(1, max(tm.chars for tm in items)) * 1.1)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    return fig
+
+
+def _staircase(points: Sequence[tuple[float, int]], end: float) -> tuple[list[float], list[int]]:
+    xs, ys = [0.0], [0]
+    for t, c in points:
+        xs += [t, t]
+        ys += [ys[-1], c]
+    return [*xs, max(end, xs[-1])], [*ys, ys[-1]]
+
+
+def plot_reasoning_timeline(
+    thinking: Sequence[tuple[float, int]],
+    answer: Sequence[tuple[float, int]],
+    *,
+    ax: Axes | None = None,
+    title: str = "A reasoning model: the thinking, then the answer",
+    figsize: tuple[float, float] = (8.0, 4.5),
+) -> Figure:
+    """Characters of reasoning and of answer against time, from `reasoning_timelines` points (seconds, characters).
+
+    The first reasoning and the first answer text are marked (gids "first:reasoning", "first:answer"), the two
+    staircases carry gids "chars:reasoning" and "chars:answer", and the wait between the two firsts, which a UI
+    that shows only the answer spends on a blank screen, is shaded (gid "thinking").
+    """
+    if not thinking and not answer:
+        raise ValueError("plot_reasoning_timeline needs at least one point")
+    fig, ax = _axes(ax, figsize)
+    end = max(p[0] for p in [*thinking, *answer])
+    for i, (label, points) in enumerate((("reasoning", thinking), ("answer", answer))):
+        if not points:
+            continue
+        colour = _COLOURS[i]
+        xs, ys = _staircase(points, end)
+        (line,) = ax.plot(xs, ys, color=colour, lw=2, label=f"{label} characters", zorder=3)
+        line.set_gid(f"chars:{label}")
+        (dot,) = ax.plot([points[0][0]], [points[0][1]], "o", color=colour, ms=8, zorder=10, label="_nolegend_")
+        dot.set_gid(f"first:{label}")
+        ax.annotate(
+            f"first {label} {points[0][0]:.2f} s",
+            (points[0][0], points[0][1]),
+            textcoords="offset points",
+            xytext=(6, 8 + 14 * i),
+            fontsize="small",
+            color=colour,
+        )
+    if thinking and answer and answer[0][0] > thinking[0][0]:
+        span = ax.axvspan(thinking[0][0], answer[0][0], color="grey", alpha=0.15, label="thinking: no answer text yet")
+        span.set_gid("thinking")
+    ax.set_xlabel("seconds since the request was sent")
+    ax.set_ylabel("characters")
+    ax.set_title(title)
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, max(1, *(p[1] for p in [*thinking, *answer])) * 1.15)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize="small")
     return fig
