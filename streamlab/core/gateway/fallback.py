@@ -27,7 +27,8 @@ means nothing at all of it was shown. A partial first event held back and thrown
 client could not have dispatched it anyway.
 
 `decide(situation)` is pure and total; `Move` names the four outcomes; `remaining(order, tried)` lists the
-upstreams still to try. The gateway (`streamlab.net.gateway.app`) executes the decisions.
+upstreams still to try. The exchange machine (`streamlab.core.relay.exchange`) asks it before and after the
+commit; `streamlab.net.relay.wire` carries the moves out.
 """
 
 from __future__ import annotations

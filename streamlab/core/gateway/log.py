@@ -17,7 +17,6 @@ ending, the outcome, all small fixed sets (each label value makes a time series 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from streamlab.core.endings import Ending
 from streamlab.core.gateway.breaker import Health
 from streamlab.core.gateway.fallback import Move
 from streamlab.core.relay.stream import SUMMARY_FIELDS, summary_line
+from streamlab.core.safejson import json_or_none
 from streamlab.core.sse import SSEEvent
 from streamlab.core.words import Word
 
@@ -93,10 +93,7 @@ def request_id_of(headers: Mapping[str, str], first_event: SSEEvent | None) -> s
             return value
     if first_event is None:
         return None
-    try:
-        obj = json.loads(first_event.data)
-    except (ValueError, RecursionError):
-        return None
+    obj = json_or_none(first_event.data)
     if not isinstance(obj, dict):
         return None
     response = obj.get("response")

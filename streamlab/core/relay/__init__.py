@@ -7,6 +7,8 @@ sans-IO core (streamlab.core.relay):
     stream     the five rules (`REQUIREMENTS`), the summary fields, the marked final event, and
                `RelayedStream`: the pure half of relaying one stream (bytes in, what to send out)
     pacing     `Pacing`: when the next keep-alive is due and when the upstream has been silent too long
+    exchange   `Exchange`: one request through one or more upstreams, decided without a socket (events in,
+               actions out): the relayed stream, pacing, the first-event hold, fallback, resume, the end
     grade      the relay checker's verdicts on what a relay delivered, its report, the seeded fuzz plan
 
 I/O layer (streamlab.net.relay):
@@ -14,6 +16,8 @@ I/O layer (streamlab.net.relay):
                as an `Ending`, the client gone, the server stopping, idle), the httpx-error-to-`Ending`
                mapping, the headers both forward
     app        the reference relay: a Starlette app (`build_app`), `Relay` and `serve_relay()`
+    wire       the one executor of the exchange machine, for the relay and the gateway: `ExchangeWire` (the
+               ASGI response of every proxied request) and the `Hooks` each server passes in
     serving    any ASGI app under uvicorn on a thread (`AppServer`), and `ServedApp`, the base the relay
                and the gateway share (start, stop running streams, keep records in order)
 

@@ -19,7 +19,10 @@ parser stands too (the relay's own comment lines do not move it):
   Parsing comes after: `forward` returns the bytes to send and keeps the chunk, `catch_up` parses what was
   kept, a burst of chunks in one go (the same events: results never depend on chunk boundaries; until the
   first token each chunk is parsed with its own arrival time, the TTFT). Every method that reads the
-  parse catches up first; `upstream` is the two at once.
+  parse catches up first; `upstream` is the two at once. After the first token a loop may leave the parse
+  for whoever reads it next (`follow`: up to `MAX_UNPARSED_BYTES`), so a fast stream's bytes never
+  wait for its summary; a Chat stream whose bytes end with a `[DONE]` event of its own says so without a
+  parse (`at_done`).
 * Keep-alive (`keepalive`): a comment line, and only at a line boundary. Inside a line it would become part
   of that line (corrupting it), so nothing is written while `parser.line_open`. Between two lines of one
   event a comment line is legal and changes nothing, but a blank line there would dispatch the event early,
@@ -53,6 +56,8 @@ from typing import Any
 from streamlab.core.accumulate import ChatAccumulator, ResponsesAccumulator
 from streamlab.core.endings import Ending, Outcome
 from streamlab.core.errors import ErrorInStream, FrameError, SequenceError, SSELimitError
+from streamlab.core.resume import SequenceCursor, is_content_event
+from streamlab.core.safejson import json_or_none
 from streamlab.core.sse import SSEEvent, SSEParser
 from streamlab.core.untrusted import json_text
 
@@ -64,6 +69,8 @@ __all__ = [
     "KEEPALIVE_COMMENT",
     "MARKER_CODES",
     "MAX_UNPARSED",
+    "MAX_UNPARSED_BYTES",
+    "TOKEN_SLICE",
     "dialect_of",
     "marker_frame",
     "raises_in_sdk",
@@ -166,7 +173,21 @@ DONE = b"[DONE]"
 _IN_PROGRESS = Ending.IN_PROGRESS  # (a module constant: an enum member read through its class costs 0.2 us)
 
 MAX_UNPARSED = 64
-"""Chunks a loop may forward before it has `RelayedStream.catch_up` parse them (it does at the end of a burst)."""
+"""Chunks forwarded and not parsed yet past which a loop has `RelayedStream.catch_up` parse them (with
+`MAX_UNPARSED_BYTES`: what one stream can hold unparsed)."""
+MAX_UNPARSED_BYTES = 4 << 20
+"""Bytes forwarded and not parsed yet past which a loop has `RelayedStream.catch_up` parse them. Until then the
+parse waits: the bytes go out first, and the summary is caught up when something reads it (a keep-alive, the
+end), so a fast stream's summary costs its client nothing (`RelayedStream.follow`)."""
+TOKEN_SLICE = 4096
+"""Bytes parsed at a time while looking for the first token in a large chunk (`RelayedStream.follow`)."""
+_DONE_TAILS = (
+    b"\n\ndata: [DONE]\n\n",
+    b"\n\ndata:[DONE]\n\n",
+    b"\r\n\r\ndata: [DONE]\r\n\r\n",
+    b"\r\n\r\ndata:[DONE]\r\n\r\n",
+)
+"""How a Chat stream's bytes end when their last event is a `[DONE]` of its own (a blank line before it)."""
 
 
 def dialect_of(path: str) -> str:
@@ -195,10 +216,7 @@ def raises_in_sdk(event: SSEEvent) -> bool:
     """True when the official SDK raises on this event: its data is a JSON object with a truthy `"error"`."""
     if '"error"' not in event.data:
         return False
-    try:
-        obj = json.loads(event.data)
-    except (ValueError, RecursionError):  # nested past the recursion limit: the SDK cannot read it either
-        return False
+    obj = json_or_none(event.data)  # None past the recursion limit too: the SDK cannot read it either
     return isinstance(obj, dict) and bool(obj.get("error"))
 
 
@@ -262,6 +280,26 @@ class RelayedStream:
         # Whether the answer may have ended: a Chat answer cannot before the bytes "[DONE]" came (`answered`)
         self._may_end = dialect != "chat"
         self._last = b""  # the last bytes of the stream so far, for a "[DONE]" split across two chunks
+        self._unparsed_bytes = 0
+        self._later = bytearray()  # forwarded after the first token, not parsed yet: one buffer, in order
+        self._later_at = 0.0  # when its last bytes came
+        # A Chat stream's bytes end with a `[DONE]` event of its own, read from the bytes, nothing parsed: every
+        # client stops reading there, so the body may end now and the summary catch up after. `data: [DONE]` is
+        # that event only with a blank line before its line and after it (`_DONE_TAILS`).
+        self.at_done = False
+        self._cursor: SequenceCursor | None = None  # the resume cursor, when `track_cursor` asked for one
+        self._keepalive_seq: int | None = None  # the highest number a skipped keep-alive carried
+
+    def track_cursor(self) -> None:
+        """Keep a resume cursor (`SequenceCursor`) over the events: `cursor` is the last content event's number."""
+        self._cursor = SequenceCursor()
+
+    @property
+    def cursor(self) -> int | None:
+        """The `sequence_number` to resume after (`starting_after`): None when none is tracked, no content event
+        came yet, or the numbers went wrong (a replay or a skip: resuming after them would corrupt the text)."""
+        self.catch_up()
+        return None if self._cursor is None else self._cursor.value
 
     # -- the stream --
 
@@ -274,8 +312,7 @@ class RelayedStream:
         """Take an upstream chunk; return the bytes to send downstream now (the chunk itself, as a rule).
         The same as `forward` then `catch_up`: the summary has taken the chunk in when this returns."""
         out = self.forward(chunk, now)
-        if self._unparsed:
-            self.catch_up()
+        self.catch_up()
         return out
 
     def forward(self, chunk: bytes, now: float) -> bytes:
@@ -295,34 +332,82 @@ class RelayedStream:
             else:
                 self._strip_bom, self._held = False, b""
                 out = buf[3:] if buf.startswith(BOM) else buf
-        self._unparsed.append((chunk, now))
-        if not self._may_end:  # "[DONE]" in this chunk, or across its start (the stream's last 5 bytes before it)
-            if 0x44 in chunk or 0x44 in self._last:  # a "D" first: a byte test costs a tenth of a bytes search
-                self._may_end = DONE in chunk or DONE in self._last + chunk[:5]
-            self._last = chunk[-5:] if len(chunk) >= 5 else (self._last + chunk)[-5:]
+        if self.ttft is None:  # each chunk with its own arrival time, for the TTFT
+            self._unparsed.append((chunk, now))
+        else:  # after it, the bytes alone: however they came, they are parsed in one go
+            self._later += chunk
+            self._later_at = now
+        self._unparsed_bytes += len(chunk)
+        last = self._last
+        self._last = chunk[-24:] if len(chunk) >= 24 else (last + chunk)[-24:]
+        if not self._may_end:  # "[DONE]" in this chunk, or across its start (the stream's last bytes before it)
+            if 0x44 in chunk or 0x44 in last:  # a "D" first: a byte test costs a tenth of a bytes search
+                self._may_end = DONE in chunk or DONE in last[-5:] + chunk[:5]
+        if self._may_end and self.dialect == "chat":
+            self.at_done = self._last.endswith(_DONE_TAILS)
         self.bytes_out += len(out)
         return out
 
     @property
     def unparsed(self) -> int:
-        """Chunks forwarded but not parsed yet (see `forward`)."""
-        return len(self._unparsed)
+        """Chunks forwarded but not parsed yet (see `forward`; after the first token they count as one)."""
+        return len(self._unparsed) + (1 if self._later else 0)
+
+    def follow(self) -> None:
+        """Parse what may not wait: until the first token, the bytes up to it (a large chunk in `TOKEN_SLICE`
+        slices, the rest left for later: its arrival is the TTFT, the rest is not needed yet); past
+        `MAX_UNPARSED` chunks or `MAX_UNPARSED_BYTES` bytes, everything. The rest waits for whoever reads the
+        parse next (a keep-alive, the end, the summary), so a fast stream's bytes never wait for its summary."""
+        if self.ttft is None and self._unparsed:
+            self._to_first_token()
+        if self._unparsed_bytes >= MAX_UNPARSED_BYTES or len(self._unparsed) >= MAX_UNPARSED:
+            self.catch_up()
+
+    def _to_first_token(self) -> None:
+        pending = self._unparsed
+        while self.ttft is None and pending and self.parser is not None:
+            chunk, at = pending.pop(0)
+            self._unparsed_bytes -= len(chunk)
+            for start in range(0, len(chunk), TOKEN_SLICE):
+                self._parse(chunk[start : start + TOKEN_SLICE], at)
+                if self.ttft is not None:
+                    rest = chunk[start + TOKEN_SLICE :]
+                    if rest:
+                        pending.insert(0, (rest, at))
+                        self._unparsed_bytes += len(rest)
+                    break
+
+    def catch_up_part(self, limit: int = 1 << 16) -> bool:
+        """Parse about `limit` bytes of what waits (all of it when chunks from before the first token wait);
+        True while more waits. An executor yields to its event loop between parts: a 4 MiB parse in one go
+        would hold every other stream up, and the client's last bytes still in the server's write buffer."""
+        later = self._later
+        if self._unparsed or len(later) <= limit:
+            self.catch_up()
+            return False
+        piece = bytes(later[:limit])
+        del later[:limit]  # (a bytearray drops its front without moving the rest)
+        self._unparsed_bytes -= len(piece)
+        self._parse(piece, self._later_at)
+        return True
 
     def catch_up(self) -> None:
         """Parse the chunks `forward` passed on. Until the first token each is parsed on its own, with its own
         arrival time (that is the TTFT); after it, all of them at once, which gives the same events."""
-        pending = self._unparsed
-        if not pending:
+        pending, later = self._unparsed, self._later
+        if not pending and not later:
             return
-        self._unparsed = []
+        self._unparsed, self._later = [], bytearray()
+        self._unparsed_bytes = 0
         i = 0
         while self.ttft is None and i < len(pending):
             self._parse(*pending[i])
             i += 1
-        if i == len(pending) - 1:
-            self._parse(*pending[i])
-        elif i < len(pending):
-            self._parse(b"".join([chunk for chunk, _ in pending[i:]]), pending[-1][1])
+        rest = [chunk for chunk, _ in pending[i:]]
+        if later:
+            rest.append(bytes(later))
+        if rest:
+            self._parse(rest[0] if len(rest) == 1 else b"".join(rest), self._later_at if later else pending[-1][1])
 
     def _parse(self, chunk: bytes, now: float) -> None:
         if self.parser is None:
@@ -341,10 +426,20 @@ class RelayedStream:
         token, watch for it: its arrival is the TTFT)."""
         self.events += len(events)
         feed = self.accumulator.feed
+        cursor = self._cursor
         for event in events:
-            if not self.sdk_raises and '"error"' in event.data and raises_in_sdk(event):
+            data = event.data
+            if not self.sdk_raises and '"error"' in data and raises_in_sdk(event):
                 self.sdk_raises = True
+            if cursor is not None:
+                try:
+                    cursor.admit_data(data)
+                except SequenceError:
+                    cursor = self._cursor = None
             if not self._accumulating:
+                continue
+            if (event.event == "keepalive" or '"keepalive"' in data) and not is_content_event(event):
+                self._note_keepalive(data)  # nothing to summarise, and it may repeat a number (`SequenceCursor`)
                 continue
             before = self._progress() if self.ttft is None else -1
             try:
@@ -356,6 +451,13 @@ class RelayedStream:
                 self.problem = f"stopped following the content: {exc}"
             if before >= 0 and self._progress() > before:
                 self.ttft = now - self.started
+
+    def _note_keepalive(self, data: str) -> None:
+        """Remember the highest number a Responses keep-alive carried (the marked final event's comes after it)."""
+        obj = json_or_none(data)
+        seq = obj.get("sequence_number") if isinstance(obj, dict) else None
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            self._keepalive_seq = seq if self._keepalive_seq is None else max(seq, self._keepalive_seq)
 
     def _progress(self) -> int:
         acc = self.accumulator
@@ -424,7 +526,8 @@ class RelayedStream:
         code, message = MARKER_CODES.get(key, (f"upstream_{ending.value}", f"the upstream stream ended: {ending}"))
         if detail:
             message = f"{message} ({detail})"
-        seq = getattr(self.accumulator, "last_sequence_number", None)
+        numbers = (getattr(self.accumulator, "last_sequence_number", None), self._keepalive_seq)
+        seq = max((n for n in numbers if n is not None), default=None)
         out = self._close_open_event() + marker_frame(
             self.dialect, code, message, sequence_number=None if seq is None else seq + 1
         )

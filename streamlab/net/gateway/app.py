@@ -73,10 +73,11 @@ from starlette.routing import Route
 
 from streamlab.core.gateway.breaker import Breaker, Health, Permit, history_text
 from streamlab.core.gateway.log import log_line, log_record
+from streamlab.core.relay.exchange import Failure
 from streamlab.core.relay.stream import RelayedStream, capture_name, capture_record, dialect_of
 from streamlab.core.retry import parse_retry_after
 from streamlab.net.console import Outlet
-from streamlab.net.gateway.exchange import Exchange, Failure
+from streamlab.net.gateway.exchange import GatewayCalls, exchange
 from streamlab.net.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from streamlab.net.relay.app import DEFAULT_KEEPALIVE, DEFAULT_READ_TIMEOUT
 from streamlab.net.relay.serving import MAX_RECORDS, ServedApp
@@ -87,6 +88,7 @@ from streamlab.net.relay.upstream import (
     read_request_body,
     refuse_path,
 )
+from streamlab.net.relay.wire import ExchangeWire
 from streamlab.net.slot import Slot
 
 __all__ = [
@@ -267,6 +269,7 @@ class GatewayState:
         first = config.upstreams[0]
         self.client_credentials_to = first if first.key is None else None  # the one upstream the client's key reaches
         self.log_outlet: Outlet | None = None  # the log lines' writer thread, while the app runs
+        self._calls: GatewayCalls | None = None  # what requests need of this state (made at the first)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -276,6 +279,7 @@ class GatewayState:
         )
         self.stopping = asyncio.Event()
         self.loop = asyncio.get_running_loop()
+        self._calls = None
         self.log_outlet = Outlet(LOGGER.info, name="gateway-log", notice=_dropped_lines, notice_write=LOGGER.warning)
         try:
             yield
@@ -291,7 +295,7 @@ class GatewayState:
         with self.lock:
             return self.breakers[name].allow(self.config.clock())
 
-    def record(self, name: str, permit: Permit, result: Failure | Health, *, detail: str = "") -> None:
+    def record(self, name: str, permit: Permit, result: Failure | Health, detail: str = "") -> None:
         """Report an attempt to its upstream's breaker: a `Failure` (classified by its ending, status and
         content), or the `Health` of a stream that was sent on."""
         with self.lock:
@@ -346,21 +350,51 @@ class GatewayState:
         body = await read_request_body(request, self.config.max_body_bytes)
         if isinstance(body, Response):  # refused: too large, or too slow
             return body
-        return Exchange(self, request, body, started)
+        return exchange(self.calls(), request, body, started)
+
+    def calls(self) -> GatewayCalls:
+        """What one request needs of this gateway, as callables (`streamlab.net.gateway.exchange`); made once
+        per running app."""
+        if self._calls is not None:
+            return self._calls
+        assert self.client is not None and self.stopping is not None
+        config = self.config
+        self._calls = GatewayCalls(
+            upstreams=self.upstreams,
+            client=self.client,
+            stopping=self.stopping,
+            perf=self.perf,
+            keepalive=config.keepalive,
+            read_timeout=config.read_timeout,
+            max_resumes=config.max_resumes,
+            allow=self.allow,
+            record=self.record,
+            retry_in=self.retry_in,
+            remember=self.remember,
+            home_of=self.home_of,
+            headers_for=self.headers_for,
+            forward_headers=self.forward_headers,
+            response_headers=self.response_headers,
+            retry_after=self.retry_after,
+            new_stream=self.new_stream,
+            finished=self.finished,
+        )
+        return self._calls
 
     async def metrics_page(self, request: Request) -> Response:
         return Response(self.metrics.text(), media_type=CONTENT_TYPE)
 
-    def finished(self, exchange: Exchange) -> None:
+    def finished(self, wire: ExchangeWire) -> None:
         """A request is over: its log line, its metrics, its capture."""
-        rs = exchange.rs
+        machine = wire.machine
+        rs = machine.rs
         record = log_record(
             rs.summary(),
-            request_id=exchange.request_id,
-            upstream=exchange.answered_by,
-            tried=exchange.tried,
-            resumes=exchange.resumes,
-            status=exchange.status_sent,
+            request_id=wire.request_id,
+            upstream=machine.answered_by,
+            tried=machine.tried,
+            resumes=machine.resumes,
+            status=machine.status_sent,
         )
         if self.config.capture is not None and rs.keep_raw and rs.raw:
             name = capture_name(rs.stream_id, rs.model)
