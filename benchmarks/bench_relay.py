@@ -13,6 +13,8 @@ the same run, interleaved, and printed as ratios:
 The client only reads bytes (`iter_raw`, or `aiter_raw` for the concurrent runs): a client that parsed every
 event would cap the direct path and hide the servers' own cost. Workloads:
 
+Throughput is the median of `--repeat` interleaved rounds (every path once in each round).
+
 * one frame per write: N chunk frames, each its own write (the shape of a model's stream); events per second;
 * 64 KiB writes: the same bytes in large writes; MB/s;
 * 100 streams at once: 100 concurrent one-frame-per-write streams; events per second over all of them;
@@ -193,24 +195,26 @@ def measure(paths: dict[str, str], args: argparse.Namespace) -> bool:
         rates: dict[str, dict[str, float]] = {p: {} for p in paths}
         bodies: dict[str, bytes] = {}
         for model in ("frames", "bulk"):
-            best = {p: float("inf") for p in paths}
+            times: dict[str, list[float]] = {p: [] for p in paths}
             for _ in range(args.repeat):  # interleaved: every path in each round
                 for path, url in paths.items():
                     _, seconds, body = read(client, url, model)
-                    best[path] = min(best[path], seconds)
+                    times[path].append(seconds)
                     if model == "frames":
                         bodies.setdefault(path, body)
                         bad |= body != bodies["direct"]
             for path in paths:
-                size = len(bodies["direct"])
-                rates[path][model] = frames_events / best[path] if model == "frames" else size / 1e6 / best[path]
+                size, seconds = len(bodies["direct"]), statistics.median(times[path])
+                rates[path][model] = frames_events / seconds if model == "frames" else size / 1e6 / seconds
     each_events = args.each + 3
     for path in paths:
         rates[path]["concurrent"] = 0.0
+    concurrent_times: dict[str, list[float]] = {p: [] for p in paths}
     for _ in range(args.repeat):
         for path, url in paths.items():
-            seconds, _ = asyncio.run(concurrent(url, args.streams))
-            rates[path]["concurrent"] = max(rates[path]["concurrent"], args.streams * each_events / seconds)
+            concurrent_times[path].append(asyncio.run(concurrent(url, args.streams))[0])
+    for path in paths:
+        rates[path]["concurrent"] = args.streams * each_events / statistics.median(concurrent_times[path])
     report(paths, rates, ttft, args)
     if bad:
         print("a relayed body differs from the direct one")
@@ -251,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", type=int, default=100, help="concurrent streams (default 100)")
     ap.add_argument("--each", type=int, default=400, help="frames in each concurrent stream (default 400)")
     ap.add_argument("--rounds", type=int, default=30, help="TTFT requests on each path (default 30)")
-    ap.add_argument("--repeat", type=int, default=3, help="throughput runs on each path; the best counts")
+    ap.add_argument(
+        "--repeat", type=int, default=7, help="throughput rounds on each path, interleaved; the median counts"
+    )
     ap.add_argument("--quick", action="store_true", help="3,000 frames, 100 x 100 frames, 10 TTFT rounds")
     args = ap.parse_args(argv)
     if args.quick:

@@ -13,7 +13,6 @@ five hold.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 
 from streamlab.core.endings import Outcome
 from streamlab.core.relay.stream import REQUIREMENTS, SUMMARY_FIELDS, raises_in_sdk
+from streamlab.core.safejson import json_or_none
 from streamlab.core.sse import SSEEvent, parse
 
 __all__ = [
@@ -115,10 +115,7 @@ def is_marker(event: SSEEvent) -> bool:
     raises on) or whose `type` is "error" (a Responses error event)."""
     if raises_in_sdk(event):
         return True
-    try:
-        obj = json.loads(event.data)
-    except ValueError:
-        return False
+    obj = json_or_none(event.data)  # guarded: data nested past the recursion limit is no marker either
     return isinstance(obj, dict) and obj.get("type") == "error"
 
 
@@ -183,7 +180,8 @@ def grade_death(
 
 
 def _marker_code(event: SSEEvent) -> str:
-    obj = json.loads(event.data)
+    obj = json_or_none(event.data)
+    obj = obj if isinstance(obj, dict) else {}
     error = obj.get("error") if isinstance(obj.get("error"), dict) else obj
     return str(error.get("code") or error.get("type") or "error")
 

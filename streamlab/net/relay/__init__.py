@@ -8,6 +8,8 @@ I/O layer (streamlab.net.relay):
                as an `Ending`, the client gone, the server stopping, idle), the httpx-error-to-`Ending`
                mapping, the headers both forward
     app        the reference relay: a Starlette app (`build_app`), `Relay` and `serve_relay()`
+    wire       the one executor of the exchange machine, for the relay and the gateway: `ExchangeWire` (the
+               ASGI response of every proxied request) and the `Hooks` each server passes in
     serving    any ASGI app under uvicorn on a thread (`AppServer`), and `ServedApp`, the base the relay
                and the gateway share (start, stop running streams, keep records in order)
 

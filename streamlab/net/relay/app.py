@@ -3,8 +3,12 @@
 A relay is the backend most people end up writing in front of a model API: the browser or the SDK talks to
 it, it talks to the upstream. This one keeps the five rules of `streamlab.core.relay.stream.REQUIREMENTS`:
 
-1. It forwards each upstream chunk the moment it arrives (never a whole event held back), and then the pure
-   `RelayedStream` parses it for the running summary (a burst of chunks in one go).
+1. It forwards each upstream chunk the moment it arrives (never a whole event held back), and the pure
+   `RelayedStream` parses it for the running summary: each chunk until the first token (its arrival is the
+   TTFT), then whenever something reads the summary (a keep-alive, the end) or a bound is reached, so the
+   bytes never wait for the parse. A Chat answer's body ends at its `[DONE]`, its summary is caught up after.
+   Every request is decided by `streamlab.core.relay.exchange.Exchange` (one upstream, no hold, no breaker)
+   and carried out by `streamlab.net.relay.wire.ExchangeWire`, as the gateway's are.
 2. While it streams it watches the client's side of the connection (ASGI `http.disconnect`); when the client
    leaves it cancels the upstream read and closes the upstream response at once, so the upstream sees its
    client go away (the stand-in records "client_gone").
@@ -50,48 +54,37 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from streamlab.core.endings import Ending
-from streamlab.core.relay.pacing import Due, Pacing
+from streamlab.core.relay.exchange import Exchange
 from streamlab.core.relay.stream import (
-    MAX_UNPARSED,
     RelayedStream,
     capture_name,
     capture_record,
     dialect_of,
     summary_line,
 )
-from streamlab.core.sse import is_event_stream
-from streamlab.net.relay.serving import MAX_RECORDS, PROBE_GAP, ServedApp, half_closed
+from streamlab.net.relay.serving import MAX_RECORDS, ServedApp
 from streamlab.net.relay.upstream import (
     MAX_REQUEST_BYTES,
-    STREAM_HEADERS,
-    Read,
-    UpstreamReader,
-    cancel_all,
-    connect_failure,
-    disconnected,
     forwarded_request_headers,
-    forwarded_response_headers,
     internal_error,
     json_reply,
-    probe,
-    read_reply,
     read_request_body,
     refuse_path,
     request_facts,
 )
+from streamlab.net.relay.wire import ExchangeWire, Hooks
 from streamlab.net.slot import Slot
 
 __all__ = [
@@ -137,9 +130,9 @@ class RelayConfig:
             raise ValueError(f"read_timeout must be a positive number of seconds, got {self.read_timeout!r}")
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> Response:
     body = {"error": {"message": f"relay: {message}", "type": "relay_error", "param": None, "code": code}}
-    return json_reply(body, status, headers)
+    return json_reply(body, status, dict(headers) if headers else None)
 
 
 class _App:
@@ -194,76 +187,46 @@ class _App:
             route=f"{request.method} {request.url.path}",
         )
         try:
-            return await self._forward(request, body, rs, wants_stream)
+            return self._exchange(request, body, rs, wants_stream)
         except Exception as exc:
             detail = str(internal_error(exc, "the relay"))
             if not rs.done:
                 rs.failed(Ending.BROKEN, self.clock(), status=502, detail=detail)
-            return self._done(rs, wants_stream, _error(502, "relay_error", detail))
+            if wants_stream:
+                self.finished(rs)
+            return _error(502, "relay_error", detail)
 
-    async def _forward(self, request: Request, body: bytes, rs: RelayedStream, wants_stream: bool) -> Response:
-        """Send the request upstream; a stream to pump, or the reply to pass on."""
-        headers = forwarded_request_headers(request)
-        assert self.client is not None
-        upstream_request = self.client.build_request(
-            request.method, self.upstream_url(request), content=body, headers=headers
-        )
-        watch = asyncio.ensure_future(disconnected(request.receive))
-        sending = asyncio.ensure_future(self.client.send(upstream_request, stream=True))
-        done, _ = await asyncio.wait(
-            {sending, watch}, timeout=self.config.read_timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-        if sending not in done:
-            await cancel_all(sending, watch)
-            if watch in done:
-                rs.client_gone(self.clock(), "before the upstream answered")
-                return self._done(rs, wants_stream, Response(status_code=499))
-            rs.failed(Ending.READ_TIMEOUT, self.clock(), detail=f"no status within {self.config.read_timeout:g} s")
-            return self._done(rs, wants_stream, _error(504, "upstream_timeout", rs.detail))
-        try:
-            upstream = sending.result()
-        except Exception as exc:
-            await cancel_all(watch)
-            if not isinstance(exc, httpx.HTTPError):
-                raise
-            ending, detail = connect_failure(exc)
-            rs.failed(ending, self.clock(), detail=detail)
-            return self._done(
-                rs,
-                wants_stream,
-                _error(502, "upstream_unreachable", f"cannot reach {self.config.upstream}: {rs.detail}"),
-            )
-        rs.status = upstream.status_code
-        if upstream.status_code < 300 and is_event_stream(upstream.headers.get("content-type")):
-            return _StreamOut(self, upstream, rs, watch)
-        await cancel_all(watch)
-        return await self._pass_through(upstream, rs, wants_stream)
-
-    async def _pass_through(self, upstream: httpx.Response, rs: RelayedStream, wants_stream: bool) -> Response:
-        """A reply that is not a stream (an error status, or a JSON answer): its status, JSON body and the
-        headers a client's retry logic reads, as they came; read under `MAX_REPLY_BYTES` decoded bytes (past
-        them, or unreadable, a 502 says so)."""
-        reply = await read_reply(upstream, timeout=self.config.read_timeout)
-        keep = forwarded_response_headers(upstream.headers)
-        status = reply.status or upstream.status_code
-        if status >= 300:
-            why = f": {reply.problem[:200]}" if reply.status else ""
-            rs.failed(
-                Ending.HTTP_ERROR,
-                self.clock(),
-                status=status,
-                detail=f"HTTP {upstream.status_code} passed through{why}",
-            )
-        else:
-            rs.failed(Ending.NOT_EVENT_STREAM, self.clock(), status=status, detail="not a stream")
-        return self._done(
-            rs, wants_stream, Response(reply.payload, status_code=status, headers=keep, media_type="application/json")
+    def _exchange(self, request: Request, body: bytes, rs: RelayedStream, wants_stream: bool) -> ExchangeWire:
+        """The request's machine (one upstream, no hold, no breaker) and the hooks that carry it out."""
+        assert self.client is not None and self.stopping is not None
+        client, url = self.client, self.upstream_url(request)
+        headers = cast("dict[str, str]", forwarded_request_headers(request))  # bytes values: httpx takes them
+        rs.keep_raw = self.config.capture is not None
+        machine = Exchange(
+            upstreams=(self.config.upstream,),
+            stream=rs,
+            new_stream=lambda: rs,
+            keepalive=self.config.keepalive,
+            read_timeout=self.config.read_timeout,
+            hold=False,
+            label="relay",
         )
 
-    def _done(self, rs: RelayedStream, wants_stream: bool, response: Response) -> Response:
-        if wants_stream:
-            self.finished(rs)
-        return response
+        def finished(wire: ExchangeWire) -> None:
+            if wants_stream:
+                self.finished(wire.machine.rs)
+
+        hooks = Hooks(
+            client=client,
+            request=lambda name: client.build_request(request.method, url, content=body, headers=headers),
+            clock=self.clock,
+            stopping=self.stopping,
+            read_timeout=self.config.read_timeout,
+            error=_error,
+            finished=finished,
+            label="relay",
+        )
+        return ExchangeWire(machine, hooks)
 
     def finished(self, rs: RelayedStream) -> None:
         """Write a finished stream's summary (and its capture)."""
@@ -277,102 +240,6 @@ class _App:
             (folder / f"{name}.json").write_text(record + "\n", encoding="utf-8")
         if self.config.on_summary is not None:
             self.config.on_summary(summary)
-
-
-_CHUNK = Read.CHUNK  # read once: an enum member looked up through its class costs 0.2 us, per chunk here
-
-
-class _StreamOut(Response):
-    """The downstream half of one stream: an ASGI response that pumps upstream chunks through `RelayedStream`."""
-
-    def __init__(self, app: _App, upstream: httpx.Response, rs: RelayedStream, watch: asyncio.Future[None]) -> None:
-        self.app = app
-        self.upstream = upstream
-        self.rs = rs
-        self.watch = watch
-        self.status_code = 200
-        self.background = None
-        extra = [
-            (k.encode("latin-1"), v.encode("latin-1")) for k, v in forwarded_response_headers(upstream.headers).items()
-        ]
-        self.raw_headers = STREAM_HEADERS + extra
-        rs.keep_raw = app.config.capture is not None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        assert self.app.stopping is not None
-        stop = asyncio.ensure_future(self.app.stopping.wait())
-        reader = UpstreamReader(
-            self.upstream, watch=self.watch, stop=stop, clock=self.app.clock, probe=half_closed(scope)
-        )
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            if await self._pump(send, reader):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except Exception as exc:  # nothing expected it: the client still gets the marked final event
-            await self._broken(send, str(internal_error(exc, "the relay's stream")))
-        finally:
-            if not self.rs.done:  # cancelled from outside (the server shutting down hard): nothing more is sent
-                self.rs.upstream_ended(Ending.STOPPED, self.app.clock(), "the relay task was cancelled")
-                self.rs.marked = False  # so the summary does not claim a final event the client never got
-            await reader.close()  # the upstream read first, then the upstream response
-            await cancel_all(self.watch, stop)
-            self.app.finished(self.rs)
-
-    async def _broken(self, send: Send, detail: str) -> None:
-        """End the body after an internal error: the marked final event, then the end (the summary says
-        `marked` only if it could be sent)."""
-        final = self.rs.upstream_ended(Ending.BROKEN, self.app.clock(), detail)
-        try:
-            if final:
-                await send({"type": "http.response.body", "body": final, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except Exception:
-            self.rs.marked = False
-
-    async def _pump(self, send: Send, reader: UpstreamReader) -> bool:
-        """Move bytes until the stream ends. Returns False when the client left (nothing more may be sent)."""
-        rs, config = self.rs, self.app.config
-        pacing = Pacing(keepalive=config.keepalive, read_timeout=config.read_timeout, now=self.app.clock())
-        clock = self.app.clock
-        while True:  # (a chunk already queued needs no wait worked out)
-            item = await reader.next(None if reader.queued else pacing.wait(clock()))
-            if item.kind is _CHUNK:  # the bytes first; the parse when no chunk waits (a burst in one go)
-                out = rs.forward(item.data, item.at)
-                pacing.upstream(item.at)
-                if out:
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-                if not reader.queued or rs.unparsed >= MAX_UNPARSED:
-                    rs.catch_up()
-                continue
-            if item.kind is Read.GONE:
-                rs.client_gone(item.at, "the client closed the connection")
-                return False
-            if item.kind is Read.PROBE:  # a FIN after the request: gone, or only half-closed? Two writes tell
-                # where a keep-alive would change the events (mid-line) nothing goes: the next bytes will tell
-                await probe(
-                    lambda: rs.keepalive(clock()),
-                    lambda data: send({"type": "http.response.body", "body": data, "more_body": True}),
-                    PROBE_GAP,
-                )
-                continue
-            if item.kind is Read.END:
-                assert item.ending is not None
-                final = rs.upstream_ended(item.ending, item.at, item.detail)
-                break
-            if item.kind is Read.STOP:
-                final = rs.upstream_ended(Ending.STOPPED, item.at)
-                break
-            due = pacing.due(item.at)
-            if due is Due.READ_TIMEOUT:
-                final = rs.upstream_ended(Ending.READ_TIMEOUT, item.at, f"nothing for {config.read_timeout:g} s")
-                break
-            if due is Due.KEEPALIVE:  # if a keep-alive is not safe now (mid-line), try again after another interval
-                beat = rs.keepalive(item.at)
-                if beat:
-                    await send({"type": "http.response.body", "body": beat, "more_body": True})
-        if final:
-            await send({"type": "http.response.body", "body": final, "more_body": True})
-        return True
 
 
 def build_app(config: RelayConfig) -> Starlette:

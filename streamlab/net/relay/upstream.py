@@ -41,6 +41,7 @@ from starlette.types import Receive
 from streamlab.core.decompress import BoundedDecoder
 from streamlab.core.endings import Ending
 from streamlab.core.errors import EncodingError, InternalError
+from streamlab.core.safejson import read_json
 from streamlab.core.untrusted import clip, json_text
 from streamlab.core.words import Word
 
@@ -145,8 +146,8 @@ async def read_reply(response: httpx.Response, *, timeout: float, limit: int = M
         await response.aclose()
     if not problem:
         try:
-            return UpstreamReply(bytes(body), json.loads(body))
-        except (ValueError, RecursionError):  # not JSON (an HTML error page), or nested past Python's stack
+            return UpstreamReply(bytes(body), read_json(body))
+        except ValueError:  # not JSON (an HTML error page), or nested past Python's stack (`read_json`)
             problem = bytes(body[:2000]).decode("utf-8", "replace")
     error = {"error": {"message": problem, "type": "upstream_error", "param": None, "code": None}}
     return UpstreamReply(json.dumps(error).encode("ascii"), error, problem, replace)
@@ -346,8 +347,8 @@ def request_facts(request: Request, body: bytes) -> tuple[str | None, bool | Non
     if request.method == "GET":
         return None, request.query_params.get("stream", "").lower() == "true"
     try:
-        obj = json.loads(body) if body else None
-    except (ValueError, RecursionError):  # a body nested past the recursion limit is no model name either
+        obj = read_json(body) if body else None
+    except ValueError:  # a body nested past the recursion limit is no model name either (`read_json`)
         return None, None
     if not isinstance(obj, dict):
         return None, None if body else False
