@@ -182,7 +182,8 @@ def grade_death(
 def _marker_code(event: SSEEvent) -> str:
     obj = json_or_none(event.data)
     obj = obj if isinstance(obj, dict) else {}
-    error = obj.get("error") if isinstance(obj.get("error"), dict) else obj
+    inner = obj.get("error")
+    error = inner if isinstance(inner, dict) else obj
     return str(error.get("code") or error.get("type") or "error")
 
 

@@ -19,6 +19,7 @@ buckets); a summary's precomputed quantiles could not be combined.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -94,7 +95,7 @@ class GatewayMetrics:
             registry=reg,
         )
         for name in upstreams:
-            self.breaker.labels(name).set_function(lambda name=name: breaker_code(name))
+            self.breaker.labels(name).set_function(functools.partial(breaker_code, name))
 
     def observe(self, record: Mapping[str, Any]) -> None:
         """Count one finished request from its log record (`streamlab.core.gateway.log.log_record`)."""

@@ -152,7 +152,7 @@ class GuardedH11(H11Protocol):
                 self.transport.write(self.conn.send(event) or b"")
         self.transport.close()
 
-    def eof_received(self) -> bool | None:
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # True keeps the transport open (asyncio's rule)
         """The client shut its sending side. With `half_close`, after a whole request, that may be a half-close
         ("I have said all I will say") or a departure: keep the transport open, so the reply (a whole stream)
         can still go out, tell the app (its `half_closed(scope)` future), which probes with two keep-alives, and
