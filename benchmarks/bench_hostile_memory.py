@@ -14,7 +14,7 @@ measured before the fix.
 Linux only (/proc). `--scale` shrinks every attack's count (the sizes stay); the 60 KiB-key attack runs at
 `--keys-scale` of the 10,000-key learner cap (default 0.25: the full cap took over a minute on a loaded 2-core
 VM), and the bombs decode to `--bomb-mib` (1,024 MiB) where the issue used 2 GiB. Not a test: the tests in
-tests/test_hostile.py pin each bound on a smaller scale.
+tests/hostile/test_hostile.py pin each bound on a smaller scale.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ each layer is a subpackage that only imports the ones below it (DESIGN.md draws 
 * `streamlab.exercises`: the labs' check cells.
 
 Every name below is loaded on first use (PEP 562 `__getattr__`), so `import streamlab.core.sse` stays
-light: it imports no httpx, no server, no plotting. `tests/test_exported_members.py` pins the list and
+light: it imports no httpx, no server, no plotting. `tests/project/test_exported_members.py` pins the list and
 checks that each name comes from the module that defines it.
 """
 
@@ -126,10 +126,11 @@ _EXPORTS: dict[str, str] = {
     "join_room": "streamlab.net.progress",
 }
 
-__all__ = ["__version__", *_EXPORTS]  # the one list is _EXPORTS; tests/test_exported_members.py pins it
+__all__ = ["__version__", *_EXPORTS]  # the one list is _EXPORTS; tests/project/test_exported_members.py pins it
 
-if TYPE_CHECKING:  # what a type checker sees: each public name with its real type (tests/test_exported_members.py
-    # holds this block to _EXPORTS); at run time the names stay lazy (__getattr__ below)
+if TYPE_CHECKING:  # what a type checker sees: each public name with its real type
+    # (tests/project/test_exported_members.py holds this block to _EXPORTS); at run time the names stay lazy
+    # (__getattr__ below)
     from streamlab.core.accumulate import ChatAccumulator as ChatAccumulator
     from streamlab.core.accumulate import ResponsesAccumulator as ResponsesAccumulator
     from streamlab.core.accumulate import replay as replay

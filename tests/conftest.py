@@ -31,7 +31,7 @@ from support import one_shot_server
 # -- markers ------------------------------------------------------------------------------------------
 
 NET_MODULES = frozenset({"test_cancel", "test_client", "test_sdk", "test_standin"})
-"""Test modules in which every test opens sockets."""
+"""Test modules in which every test opens sockets, by file stem (unique across tests/'s room folders)."""
 
 NET_FIXTURES = frozenset({"server", "live_server", "idle_standin", "serve_once", "http"})
 """Fixtures that start a server or a client: a test using one opens sockets (the per-module `server`

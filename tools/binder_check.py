@@ -9,7 +9,7 @@
 
 Exit 0 when everything holds, 1 with one line per problem otherwise. repo2docker is not a dependency of the
 project: install it anywhere (`pip install jupyter-repo2docker` in a virtual environment of its own) and name
-its executable. tests/test_binder.py runs the static checks always, and the Dockerfile check when repo2docker
+its executable. tests/project/test_binder.py runs the static checks always, and the Dockerfile check when repo2docker
 is installed (importable, on the PATH, or named by $STREAMLAB_REPO2DOCKER).
 
 What repo2docker does with this repository (read from its Dockerfile, version 2026.4): its conda build pack

@@ -27,7 +27,7 @@ quiz file, at stated rates, never guessed:
 The parts are added up and rounded up to the next 5 minutes. A lab over SITTING_MIN is cut into sittings by
 "A good place to stop" cells (`STOP_MARK`); each sitting is measured the same way, and `--check` fails a lab
 over SITTING_MIN without a stopping point, a sitting longer than SITTING_MAX_MIN, or a stopping point whose
-"Next, about N minutes" is not the next sitting's measurement to the nearest 5 minutes. tests/test_budgets.py
+"Next, about N minutes" is not the next sitting's measurement to the nearest 5 minutes. tests/labs/test_budgets.py
 holds the labs' headers, the two README tables and INSTRUCTORS.md's agendas to these numbers.
 """
 

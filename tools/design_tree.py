@@ -4,7 +4,7 @@
     python3 tools/design_tree.py --check  exit 1 if the block is not what the package says (no rewrite)
 
 Each line is the module's path and the first line of its docstring without the layer in brackets, cut at a
-word to fit 116 columns. The `notebooks/` and `data/` lines are kept as written. tests/test_structure.py holds
+word to fit 116 columns. The `notebooks/` and `data/` lines are kept as written. tests/project/test_structure.py holds
 the drawing against the tree; this script is how a new module gets its line.
 """
 

@@ -7,7 +7,7 @@ outside the package).
 The exercises are the registry of `streamlab.exercises` (after importing every `labNN` module there is), each with
 the name its stub fills in, and the check cells of the TypeScript lab (lab 12, whose checks are TypeScript); a
 lab's title is its notebook's first heading without "Lab NN: ". `streamlab progress` and the labs' index read the
-catalogue so that they can list exercises never checked without importing the checkers; tests/test_progress.py
+catalogue so that they can list exercises never checked without importing the checkers; tests/labs/test_progress.py
 fails when it is out of date.
 """
 

@@ -10,13 +10,13 @@ Where each column comes from, so that the room can be polled on what it really p
 * the exercises: the registry of `streamlab.exercises`, after importing every `labNN` module there is;
 * untouched: the committed output of the notebook's check cell, which `python3 dev.py execute` printed with the
   stubs in place and which strict nbval holds every run to;
-* right: the checker's line for a pass (`Exercise NN.K: passed`); tests/test_solutions.py runs every hidden
+* right: the checker's line for a pass (`Exercise NN.K: passed`); tests/labs/test_solutions.py runs every hidden
   solution through its checker and asserts exactly that line;
 * wrong: one typical wrong answer per exercise (`WRONG` says what each is), run now through the same checker.
   For lab 07, a stage's typical wrong answer is the previous stage's hidden solution, unchanged.
 
 The wrong answers of labs 06 and 07 start servers (the SDK against a stand-in, a relay through the chaos proxy):
-the whole table takes one to two minutes. tests/test_instructors.py checks INSTRUCTORS.md against it.
+the whole table takes one to two minutes. tests/project/test_instructors.py checks INSTRUCTORS.md against it.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ tests marked `net` (every test that opens a socket, see tests/conftest.py) N tim
 fresh interpreter. It prints each run's failures as they happen and a summary at the end: which tests failed,
 in how many of the runs. Exit status 0 only when every run passed.
 
-Anything after `--` is handed to pytest, e.g. `-- tests/test_standin.py -k stop` to hammer one test.
+Anything after `--` is handed to pytest, e.g. `-- tests/standin/test_standin.py -k stop` to hammer one test.
 
 With `--full` each run is the whole of `python3 dev.py test` instead (ruff, the labs' output check, then
 `pytest --nbval`: every unit test and every lab), which is what "green N runs out of N under load" means

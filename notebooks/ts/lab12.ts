@@ -7,7 +7,7 @@
  *     Exercise 12.1: not yet: <what is wrong>
  *
  * Each verdict (the word only) is kept in the learner's progress file through the environment's Python
- * (`streamlab progress` lists it). tests/test_lab12.py runs every hidden solution of the lab through these checks.
+ * (`streamlab progress` lists it). tests/labs/test_lab12.py runs every hidden solution of the lab through these checks.
  */
 import { printed, recordVerdict } from "./streamlab.ts";
 

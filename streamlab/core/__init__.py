@@ -4,7 +4,7 @@ What lives here: the SSE parser, the one exception tree (errors), how a stream e
 fixtures and the split harness, the broken-parser gallery, stream shapes, the accumulators, and the pure
 planners and policies that the I/O layer executes (deciding here, doing in `streamlab.net`).
 
-The rule, checked by tests/test_layers.py on every import (function bodies included): modules here import
+The rule, checked by tests/project/test_layers.py on every import (function bodies included): modules here import
 other core modules and an allow-list of pure standard-library modules, nothing else. That is what makes the
 core fuzzable, fast to test and reusable by every runner above it.
 """

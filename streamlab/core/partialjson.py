@@ -17,10 +17,10 @@ client that parses a cut answer reports a parse error where the truth is "the an
   JSON, or a complete stream ended with text that is not one document).
 
 Why a parser of our own, not one from the package index: the core imports only the standard library
-(`tests/test_layers.py` holds that), and the one well-kept incremental parser there is, `jiter` (pydantic's,
+(`tests/project/test_layers.py` holds that), and the one well-kept incremental parser there is, `jiter` (pydantic's,
 which the official SDK itself calls with `partial_mode` on every chunk), comes only with the optional `peers`
 extra. `parse_partial` follows jiter's `partial_mode="trailing-strings"` (and `partial_mode=True` without
-trailing strings), and tests/test_structured.py compares the two on every prefix of several documents.
+trailing strings), and tests/library/test_structured.py compares the two on every prefix of several documents.
 
 Cost: each call reads the whole prefix (as the SDK's does), so calling it on every delta of an answer of n
 characters costs O(n^2) in all: nothing for answers of a few kilobytes; for long ones, call it once a repaint

@@ -12,7 +12,7 @@ does (`recorded`), the body a room receives (`read_verdict`, the one check both 
 The catalogue (`load_catalogue`) is `data/exercises.json`: every lab and the exercises of its check cells, so
 the table can list the exercises never checked without importing the labs' checkers (which would pull the
 whole library into the command line). `tools/exercise_catalogue.py --write` makes it from the registry in
-`streamlab.exercises`; tests/test_progress.py fails when the two disagree.
+`streamlab.exercises`; tests/labs/test_progress.py fails when the two disagree.
 
 A progress file outlives the version that wrote it. Recording a verdict (`recorded_text`) changes that one
 exercise's entry and keeps everything else as it was: keys and entries this version does not understand, a

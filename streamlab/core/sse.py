@@ -97,7 +97,7 @@ class SSEEvent:
 class _Blank:
     """A plain object with SSEEvent's slots. The hot loop fills one and then gives it the class SSEEvent, which
     Python allows between classes of identical layout: the same frozen, equal, hashable event as
-    `SSEEvent(...)` builds (tests/test_sse.py checks it), for a fraction of the cost of the frozen
+    `SSEEvent(...)` builds (tests/library/test_sse.py checks it), for a fraction of the cost of the frozen
     dataclass's `__init__`, which sets every field through `object.__setattr__`."""
 
     __slots__ = SSEEvent.__slots__

@@ -12,7 +12,7 @@ A notebook's check cell calls `check("NN.K", name)` and prints one verdict line:
 A check never raises, so a notebook with untouched stubs still runs top to bottom. Each verdict (the word
 only: passed, not yet, not attempted) is kept in the learner's progress file, and sent to the room's stand-in
 when they joined one (`streamlab.net.progress`; `streamlab progress` shows them all). The test suite pulls
-each hidden solution out of its notebook and runs it through the same checker (tests/test_solutions.py).
+each hidden solution out of its notebook and runs it through the same checker (tests/labs/test_solutions.py).
 """
 
 from __future__ import annotations

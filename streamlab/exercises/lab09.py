@@ -7,7 +7,7 @@
   arrived and the choice finished with "stop".
 
 The expected answers come from the library: every capture is shown to have its cause by the tests
-(tests/test_troubleshooting.py), and 09.2 compares with `SSEParser` + `ChatAccumulator` on the same bytes,
+(tests/labs/test_troubleshooting.py), and 09.2 compares with `SSEParser` + `ChatAccumulator` on the same bytes,
 under every way of cutting them the check tries. Nothing here opens a socket.
 """
 

@@ -17,7 +17,7 @@ Theory of operation:
 
 * Before the first read, the view wraps the SDK response's `iter_bytes` (`aiter_bytes` for `AsyncStream`),
   the one method the SDK's `Stream` reads the body through (in the openai version pinned by constraints.txt;
-  tests/test_sdk_lab.py fails if that changes). Every decoded chunk goes through the library's `SSEParser`
+  tests/labs/test_sdk_lab.py fails if that changes). Every decoded chunk goes through the library's `SSEParser`
   before the SDK sees it; nothing is changed, dropped or re-ordered.
 * Each object the SDK yields stands for one parsed event (the SDK yields one object per event and none for
   `[DONE]`). The view feeds that event to the library's `ChatAccumulator` / `ResponsesAccumulator`, so the

@@ -3,7 +3,7 @@
 The pure tests build probe results from the documented shapes (`streamlab.core.shapes`) and break one thing
 at a time; the network tests put small raw socket servers in front of the checker (random bytes, an HTML page
 with a 200, a server that closes at once, a line over the parser's limit, a stall, a refused key) and the
-command line in front of a stand-in. What each provider profile must draw is in tests/test_profiles.py.
+command line in front of a stand-in. What each provider profile must draw is in tests/standin/test_profiles.py.
 """
 
 from __future__ import annotations
@@ -1042,7 +1042,7 @@ def test_the_real_llama_cpp_python_captures_draw_exactly_its_profiles_chat_quirk
 
     from streamlab.core.standin.profiles import LLAMA_CPP_PYTHON_CAPTURES, PROFILES
 
-    folder = Path(__file__).resolve().parent.parent / LLAMA_CPP_PYTHON_CAPTURES
+    folder = Path(__file__).resolve().parents[2] / LLAMA_CPP_PYTHON_CAPTURES
     if not folder.is_dir():
         pytest.skip(f"no captures at {folder}")
     real = []

@@ -133,7 +133,7 @@ def test_check_does_not_fail_a_server_for_a_keepalive_that_repeats_a_number() ->
     """The live API numbers keep-alives like any other event; one repeated (a resumed stream sends it again) is
     harmless to the cursor and the accumulator, so `streamlab check` does not fail it either. Content that
     repeats a number still fails."""
-    from test_check import issues, responses_body
+    from .test_check import issues, responses_body
 
     with_keepalive = responses_body(lambda e: e[:3] + [{"type": "keepalive"}] + e[3:])
     assert b'{"type":"keepalive","sequence_number":3}' in with_keepalive

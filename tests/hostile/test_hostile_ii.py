@@ -1,4 +1,4 @@
-"""A hostile room, second pass (issue 25): what tests/test_hostile.py left open, each test a reproduction first.
+"""A hostile room, second pass (issue 25): what tests/hostile/test_hostile.py left open, each test a reproduction first.
 
 Learner eviction a flood of keys could force, wrongly typed `tools` in profile mode, deeply nested client
 bodies, every line separator `str.splitlines` honours, SIGINT and SIGTERM for every command-line server, and

@@ -1,6 +1,6 @@
 """Time budgets are measured, not guessed: tools/budgets.py counts each lab, and every place that states a lab's time
 agrees with the count (the lab's header, its stopping points, README.md, notebooks/README.md; INSTRUCTORS.md's
-agendas are held to the headers by tests/test_instructors.py).
+agendas are held to the headers by tests/project/test_instructors.py).
 
 When a test here fails after a lab changed, run `.venv/bin/python tools/budgets.py --write` and review the diff.
 """

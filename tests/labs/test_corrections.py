@@ -22,7 +22,7 @@ from streamlab.core.standin.script import Episode, Send
 from streamlab.exercises.lab08 import LAB_PROFILES
 from streamlab.net.standin.server import StandIn
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _TENS = {20: "twenty", 30: "thirty", 40: "forty", 50: "fifty"}
 _UNITS = ["", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 NUMBER_WORDS = {f"{word}-{_UNITS[u]}" if u else word: tens + u for tens, word in _TENS.items() for u in range(10)}

@@ -1,5 +1,5 @@
 """Exercise checks give useful verdicts: stubs are "not attempted yet", crashes name the input that caused
-them, and typical wrong answers are told apart from right ones. (tests/test_solutions.py proves that every
+them, and typical wrong answers are told apart from right ones. (tests/labs/test_solutions.py proves that every
 hidden solution passes.)"""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 PAGE = NOTEBOOKS / "interview-questions.md"
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#([^)\s]*))?\)")
 

@@ -31,7 +31,7 @@ from streamlab.core.standin.quirks import with_pings
 from streamlab.core.standin.script import Episode, KeepAlive, Send, Wait, paced
 from streamlab.net import capture
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "notebooks" / "11-a-real-model.ipynb"
 CAPTURES = load_captures()
 
@@ -291,7 +291,7 @@ def quirk_report(*, drop: str, status: Status, cut: bool, extra: str | None = No
 
 
 def test_a_quirk_left_ungraded_by_the_checkers_own_cut_is_a_skip() -> None:
-    from tests.test_real_model import assert_exactly_the_profiles_quirks
+    from tests.library.test_real_model import assert_exactly_the_profiles_quirks
 
     with pytest.raises(pytest.skip.Exception, match="tools.name"):
         assert_exactly_the_profiles_quirks(
@@ -305,7 +305,7 @@ def test_a_quirk_left_ungraded_by_the_checkers_own_cut_is_a_skip() -> None:
     ids=["quirk-passed", "skip-without-a-cut", "false-finding"],
 )
 def test_a_real_mismatch_still_fails_under_a_cut(status: Status, cut: bool, extra: str | None) -> None:
-    from tests.test_real_model import assert_exactly_the_profiles_quirks
+    from tests.library.test_real_model import assert_exactly_the_profiles_quirks
 
     with pytest.raises(AssertionError):
         assert_exactly_the_profiles_quirks(

@@ -1,7 +1,7 @@
 """Lab 12, the TypeScript lab: its hidden solutions pass its checks, its check cells match them, and its support
 module runs, all in the real Deno of the environment (the `deno` package of the lab extra).
 
-The Python labs' solutions go through tests/test_solutions.py; lab 12's are TypeScript, so each is pulled out of
+The Python labs' solutions go through tests/labs/test_solutions.py; lab 12's are TypeScript, so each is pulled out of
 the notebook's Markdown and run by `deno` against `notebooks/ts/lab12.ts`, the module the lab's check cells use.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "notebooks" / "12-typescript-and-the-browser.ipynb"
 SOLUTION = re.compile(r"<summary>\s*Solution\s+(12\.\d+)\s*</summary>.*?```ts\n(.*?)```", re.S)
 DENO = Path(sys.executable).parent / "deno"

@@ -3,7 +3,7 @@
 The pure half (`streamlab.core.progress`) is checked on plain values; the recorder (`streamlab.net.progress`) on a
 file in a temporary folder named by STREAMLAB_PROGRESS, as the learner's machine would hold it; the room link
 against a real stand-in on 127.0.0.1, a closed port and a server that never answers. The dashboard's view of
-the verdicts (three learners, read from its live feed) is in tests/test_dashboard.py.
+the verdicts (three learners, read from its live feed) is in tests/standin/test_dashboard.py.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from streamlab.exercises import check, labs_with_exercises, registry
 from streamlab.net import progress as recorder
 from streamlab.tools.cli.main import main as cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T1, T2, T3 = "2026-11-29T10:31:07Z", "2026-11-29T10:35:00Z", "2026-11-29T11:02:59Z"
 
 

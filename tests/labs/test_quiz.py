@@ -34,7 +34,7 @@ from streamlab.tools.quizview import (
     unseal,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUIZ_DIR = data_dir() / "quiz"
 LABS = available_quizzes()
 QUESTIONS = [(lab, q) for lab in LABS for q in load_quiz(lab).questions]

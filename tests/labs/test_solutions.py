@@ -17,9 +17,9 @@ import pytest
 
 from streamlab.exercises import load_lab, registry, verdict
 
-NOTEBOOKS = [  # the Python labs; lab 12's TypeScript solutions are run through its checks by tests/test_lab12.py
+NOTEBOOKS = [  # the Python labs; lab 12's TypeScript solutions are run through its checks by tests/labs/test_lab12.py
     p
-    for p in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+    for p in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]-*.ipynb"))
     if json.loads(p.read_text(encoding="utf-8"))["metadata"]["kernelspec"]["name"] == "python3"
 ]
 SOLUTION = re.compile(r"<summary>\s*Solution\s+(\d\d\.\d+)\s*</summary>.*?```python\n(.*?)```", re.S)

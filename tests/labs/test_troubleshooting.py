@@ -56,7 +56,7 @@ from streamlab.net.resume import ResumableResponseStream
 from streamlab.net.sdk import read_sdk_stream
 from streamlab.net.standin.server import StandIn
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "09-troubleshooting.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "09-troubleshooting.ipynb"
 ASK = {"messages": [{"role": "user", "content": "Tell me something."}]}
 HELLO = shapes.chat_text_stream(["Hel", "lo"])
 

@@ -24,7 +24,7 @@ from streamlab.net import model
 from streamlab.net.check import check_endpoint
 from streamlab.net.model import ModelServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.model,

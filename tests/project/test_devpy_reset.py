@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n'
 EDITED = '{"cells": [{"cell_type": "code", "source": "answer_1 = 42"}], "metadata": {}}\n'
 

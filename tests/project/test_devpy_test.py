@@ -1,6 +1,6 @@
 """`python3 dev.py test`: what its pytest runs are asked to print (issue 36).
 
-The suite's one skip (tests/test_binder.py's repo2docker check, which needs a tool the project does not install)
+The suite's one skip (tests/project/test_binder.py's repo2docker check, which needs a tool the project does not install)
 used to end the run as a bare "1 skipped": each pytest run dev.py starts must ask pytest to say why (`-rs`).
 The commands are taken from dev.py itself, recorded instead of run.
 """
@@ -32,7 +32,7 @@ def _commands(monkeypatch: pytest.MonkeyPatch, extra: list[str]) -> list[list[st
     return ran
 
 
-@pytest.mark.parametrize("extra", [[], ["tests/test_quiz.py"]], ids=["whole-suite", "chosen-tests"])
+@pytest.mark.parametrize("extra", [[], ["tests/labs/test_quiz.py"]], ids=["whole-suite", "chosen-tests"])
 def test_every_pytest_run_of_dev_py_test_says_why_a_test_skipped(monkeypatch: pytest.MonkeyPatch, extra) -> None:
     (command,) = _commands(monkeypatch, extra)
     assert command[1:3] == ["-m", "pytest"] and "-rs" in command, command

@@ -1,7 +1,7 @@
 """The public surface: `streamlab` exports exactly these names, each from the module that defines it, lazily.
 
 Adding or removing a public name is a decision, so it shows up here as a one-line diff (as in httpx's
-tests/test_exported_members.py). When a name moves to another module, update `_EXPORTS` in
+tests/project/test_exported_members.py). When a name moves to another module, update `_EXPORTS` in
 streamlab/__init__.py (the one list: `__all__` is made from it): the failure says where it lives now.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 import streamlab
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 EXPORTED = [
     "__version__",

@@ -30,7 +30,7 @@ from tools.instructors_table import (
     wrong_verdict,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "INSTRUCTORS.md").read_text(encoding="utf-8")
 REGENERATE = "out of date: run `.venv/bin/python tools/instructors_table.py --write` and review the diff"
 

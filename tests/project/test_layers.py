@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "streamlab"
 DATA_DIR = PACKAGE_DIR / "data"  # the package `streamlab.data` (the root's data/ links to it)
 

@@ -30,7 +30,7 @@ import pytest
 
 import dev
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 COMMAND = re.compile(r"^(?:\S*/)?streamlab (\S+)")
 QUICK = {"parse", "fixtures", "progress", "quiz"}  # print and exit; `standin --list` too

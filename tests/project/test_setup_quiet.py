@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = re.compile(r"byte-compiling is disabled|Location '.*' is ignored")  # pip's own notes, not the build's
 WARNING = re.compile(r"warning", re.I)
 

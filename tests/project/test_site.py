@@ -18,7 +18,7 @@ import pytest
 
 from streamlab.core.standin.scenarios import scenario
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHEATSHEET = (ROOT / "docs" / "cheatsheet.md").read_text(encoding="utf-8")
 GLOSSARY = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
 

@@ -19,7 +19,7 @@ import pytest
 
 import streamlab
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "streamlab"
 MODULES = {
     ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
@@ -170,7 +170,7 @@ def _home(module: str, name: str) -> str:
     return module
 
 
-LABS = [  # the Python labs (lab 12 is TypeScript on the Deno kernel: tests/test_lab12.py checks its imports)
+LABS = [  # the Python labs (lab 12 is TypeScript on the Deno kernel: tests/labs/test_lab12.py checks its imports)
     p
     for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
     if json.loads(p.read_text(encoding="utf-8"))["metadata"]["kernelspec"]["name"] == "python3"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUILD_REQUIREMENT = (77,)  # [build-system] requires setuptools>=77 (SPDX license string)
 
 pytestmark = pytest.mark.slow

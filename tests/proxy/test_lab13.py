@@ -26,7 +26,7 @@ from streamlab.net.proxy.caddy import caddy_program
 from streamlab.net.proxy.measure import CHECKED_PATHS, check_paths, checked_path, load_recorded, measure, measured
 from streamlab.net.proxy.nginx import nginx_program
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUN = load_recorded()
 FACTS = {key: record["facts"] for key, record in RUN["cases"].items()}
 

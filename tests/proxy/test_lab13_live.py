@@ -1,7 +1,7 @@
 """Lab 13 runs live: with `STREAMLAB_LIVE=1` every cell measures again against the real nginx and Caddy, top to bottom,
 and prints the facts its committed (replayed) outputs print.
 
-A file of its own so that pytest-xdist's `--dist loadfile` runs it beside tests/test_lab13.py, not after it (each
+A file of its own so that pytest-xdist's `--dist loadfile` runs it beside tests/proxy/test_lab13.py, not after it (each
 takes a minute or two of real streams). Skips, saying what to install, where nginx or Caddy is missing; CI has both.
 """
 
@@ -17,7 +17,7 @@ from streamlab.core.proxy.base import install_hint
 from streamlab.net.proxy.caddy import caddy_program
 from streamlab.net.proxy.nginx import nginx_program
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "notebooks" / "13-between-the-server-and-the-screen.ipynb"
 MODE_CELL = "a13c0004"  # says "replayed" or "live"
 REPORT_CELL = "a13c0035"  # the check-path report: its URLs, byte counts and timings are this run's

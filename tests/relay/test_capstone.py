@@ -1,7 +1,7 @@
 """Every claim lab 07 (the capstone relay) prints, asserted on the real components: the stand-in, the chaos proxy,
 uvicorn, httpx and the official SDK, plus the lab's plumbing and stage checks (`streamlab.exercises.lab07`).
 
-The stage solutions are taken from the notebook's hidden solutions (tests/test_solutions.py proves each passes
+The stage solutions are taken from the notebook's hidden solutions (tests/labs/test_solutions.py proves each passes
 its own check); here each stage is also shown to fail the next stage's check for the reason that stage teaches,
 and typical wrong answers to fail on the requirement they break. Timing facts are orderings with wide margins.
 """
@@ -41,7 +41,7 @@ from streamlab.net.standin.server import StandIn
 
 pytestmark = [pytest.mark.net]
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07-capstone-relay.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07-capstone-relay.ipynb"
 PIECES = [
     "Gr\u00fc\u00dfe ",
     "aus ",
@@ -748,7 +748,7 @@ def test_a_relay_that_decodes_text_fails_stage_1(no_leaked_threads):
 
 # The reference Relay with the lab's options is graded in the lab itself (its cells 24 and 25 under nbval: every
 # requirement's count of passing checks, the five outcomes, the verdict), and the last stage's hidden solution by
-# tests/test_solutions.py; here the lab's reference body goes through grade_my_relay, as a learner's would.
+# tests/labs/test_solutions.py; here the lab's reference body goes through grade_my_relay, as a learner's would.
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from uvicorn.server import ServerState
 
 from streamlab.net.relay.serving import GuardedH11
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 PARENT_ATTRIBUTES = ("connections", "cycle", "conn", "transport", "loop")
 """What GuardedH11's methods read from the H11Protocol they extend (besides the methods they override)."""

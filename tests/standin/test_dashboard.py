@@ -382,7 +382,7 @@ def test_the_feed_carries_no_key_and_no_message():
 def test_the_dashboard_files_ship_in_the_wheel():
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     assert {p.name for p in (root / "streamlab" / "net" / "standin" / "static").iterdir()} >= {
         "dashboard.html",
         "dashboard.css",

@@ -1,6 +1,6 @@
 """The stand-in's EventSource route and chat page: `GET /v1/chat/stream` decided on plain values, then on the wire.
 
-The planner tests need no socket (`streamlab.core.standin.plan` and `.eventsource`, in tests/test_plan.py's
+The planner tests need no socket (`streamlab.core.standin.plan` and `.eventsource`, in tests/standin/test_plan.py's
 style): every event numbered with `id:`, the `retry:` hint, the key from the query or a cookie, the validation
 errors, and what a reconnect's `Last-Event-ID` gets: 204 after the final event (the fix), the rest of the answer
 after an event inside it, the whole answer again with `after_end=replay` (the naive server). The wire tests start

@@ -148,7 +148,7 @@ def test_every_quirk_of_a_real_server_cites_its_sources_in_the_profile_doc(name:
 
 
 def test_the_profiles_of_the_real_servers_in_lab_11_cite_a_capture_for_every_quirk() -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for name in ("llama-cpp-python", "llama-server"):
         assert all(q.capture for q in PROFILES[name].quirks), name
         for quirk in PROFILES[name].quirks:  # the cited capture ships: its bytes and its record

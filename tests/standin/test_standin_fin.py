@@ -6,7 +6,7 @@ The stand-in plays a model server, and the servers it stands in for take a FIN f
 the upstream sees its client go. A FIN after `shutdown(SHUT_WR)` and one after `close()` are the same segment, so
 a half-closing client loses its stream here, as it would at the real server; the relay and the gateway, which can
 write a keep-alive comment that changes no event, probe instead and serve a half-close
-(tests/test_hostile_ii.py).
+(tests/hostile/test_hostile_ii.py).
 
 Raw sockets, so that the client's side of the connection is exactly what the tests say.
 """

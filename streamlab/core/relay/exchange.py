@@ -20,7 +20,7 @@ Every attempt's result goes once to its upstream's breaker (`Record`) and once i
 attempts). The relay is this machine with one upstream, no hold and no breaker; the gateway, several upstreams
 and a hold. `streamlab.net.relay.wire` carries the actions out (HTTP, the clock, the client's socket); the
 machine never reads a clock: every event brings its `now`, so fail-over, commit and resume are tested on a
-fake clock (tests/test_exchange.py).
+fake clock (tests/relay/test_exchange.py).
 
 The relayed stream itself (bytes in, bytes out, the summary, keep-alives that never change an event, the marked
 final event) is `RelayedStream`; the waits are `Pacing`; the moves after a failure are

@@ -20,7 +20,7 @@ and on Caddy. `run_proxy_lab()` does both and returns one JSON-able dict:
       "check_path": {"nginx-gzip" | "caddy": {"setup", "exit_code", "verdict", "statuses", "report"}}
     }
 
-The facts come out the same on every run (the lab prints them; tests/test_lab13.py compares a live run with the
+The facts come out the same on every run (the lab prints them; tests/proxy/test_lab13.py compares a live run with the
 recording); the timings do not (the lab plots them). `load_recorded()` reads the run shipped in the package
 (`streamlab/data/paths/lab13.json`, `data/paths/lab13.json` in a checkout); `measured(keys, live=...)` and
 `checked_path(name, live=...)` are what the lab calls: the recording, or with `live=True` a run now (a missing nginx
