@@ -86,6 +86,12 @@ def one_shot_server(reply: bytes) -> Iterator[int]:
             with conn:
                 conn.recv(65536)
                 conn.sendall(reply)
+                # A FIN, then what is left of the request read to its end: closing with unread bytes (a body that
+                # came in a second segment) sends an RST, and the client would see a reset, not a close.
+                conn.shutdown(socket.SHUT_WR)
+                conn.settimeout(5)
+                while conn.recv(65536):
+                    pass
 
     thread = threading.Thread(target=serve, name="one-shot-server", daemon=True)
     thread.start()
