@@ -202,6 +202,10 @@ def _vllm() -> Profile:
     )
 
 
+OLLAMA_RESPONSES_404 = {"error": {"message": "404 page not found", "type": "not_found", "param": None, "code": None}}
+"""What Ollama (0.5, with or without tools) answers a Responses request: its router's own 404."""
+
+
 def _ollama() -> Profile:
     """Ollama's OpenAI-compatible endpoint (`/v1`), version 0.4.6 (November 2024).
 
@@ -249,7 +253,7 @@ def _ollama() -> Profile:
             ),
         ),
         variations=("tool_call_in_one_chunk",),
-        responses_404={"error": {"message": "404 page not found", "type": "not_found", "param": None, "code": None}},
+        responses_404=OLLAMA_RESPONSES_404,
     )
 
 
@@ -656,7 +660,7 @@ def _ollama_tools() -> Profile:
             ),
         ),
         variations=("tools_not_streamed",),
-        responses_404={"error": {"message": "404 page not found", "type": "not_found", "param": None, "code": None}},
+        responses_404=OLLAMA_RESPONSES_404,
     )
 
 
