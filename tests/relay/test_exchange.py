@@ -303,3 +303,21 @@ def test_the_summary_caught_up_in_parts_is_the_summary_caught_up_at_once():
     while rs.catch_up_part(1000):
         parts += 1
     assert parts > 10 and rs.unparsed == 0 and rs.summary() == whole.summary()
+
+
+def test_after_a_large_first_write_the_summary_is_still_caught_up_in_parts():
+    """The rest of a 64 KiB first write (parsed only up to its first token) had made the whole body's summary
+    one parse at the end, every event alive at once: a part at a time now, the same summary."""
+    blob = b"".join(shapes.chat_text_stream([f"w{i} " for i in range(3000)]))
+    rs = RelayedStream(dialect="chat", model="m")
+    for at, start in enumerate(range(0, len(blob), 65536)):
+        rs.forward(blob[start : start + 65536], 1.0 + at)
+        rs.follow()
+    assert rs.ttft == 1.0 and rs.unparsed == 1
+    parts = 1
+    while rs.catch_up_part(4096):
+        parts += 1
+    whole = RelayedStream(dialect="chat", model="m")
+    whole.upstream(blob, 1.0)
+    assert parts > 10 and rs.unparsed == 0
+    assert rs.summary() == {**whole.summary(), "bytes_in": len(blob), "bytes_out": len(blob)}
