@@ -4,7 +4,7 @@
     python3 dev.py lab        set up .venv if needed, then open JupyterLab at the repository root, on the labs'
                               folder (notebooks/); extra arguments go to `jupyter lab` (e.g. --port 8890)
     python3 dev.py test       set up .venv if needed, then lint, then `pytest --nbval` on every core (unit tests
-                              and every lab, strict; each lab runs once; about 4 minutes on 2 cores), then the
+                              and every lab, strict; each lab runs once; 5 to 8 minutes on 2 cores), then the
                               real-model tests where `dev.py model` installed the model (about 1.5 minutes more)
     python3 dev.py lint       ruff check, ruff format --check, mypy on the whole package (streamlab/): all three
                               run, whichever fails, and lint fails if any did
@@ -217,7 +217,7 @@ def test(extra: list[str]) -> None:
         run(*pytest, *extra)
         phase_done("2/2 the tests chosen", started)
         return
-    started = phase(f"2/3 tests and labs: pytest --nbval on {workers()} workers", "about 4 minutes on 2 cores")
+    started = phase(f"2/3 tests and labs: pytest --nbval on {workers()} workers", "5 to 8 minutes on 2 cores")
     run(*pytest, "-m", "not model")
     phase_done("2/3 tests and labs", started)
     probe = "import sys; from streamlab.net.model import model_available; sys.exit(0 if model_available() else 1)"
