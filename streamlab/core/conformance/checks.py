@@ -52,6 +52,7 @@ __all__ = [
     "Finding",
     "TimingFact",
     "Report",
+    "GradedFinding",
     "GradedReport",
     "TOOL",
     "JSON_VERSION",
@@ -536,28 +537,45 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One check's verdict on the endpoint: `status`, what was seen (`detail`), and the `evidence`."""
+class GradedFinding:
+    """What every checker's finding shares (`streamlab check`, `streamlab check-path`): one check's `status`, what
+    was seen (`detail`) and the `evidence`; `why` and the promise come from the checker's own catalogue
+    (`catalogue()`: `CHECKS` here, `PATH_CHECKS` for the path)."""
 
     check: str
     status: Status
     detail: str
     evidence: Evidence | None = None
 
+    @classmethod
+    def catalogue(cls) -> Mapping[str, Any]:
+        """The checks this kind of finding is about, by id: each has `group`, `promises` and `why`."""
+        raise NotImplementedError
+
     @property
     def why(self) -> str:
-        return CHECKS[self.check].why
+        return str(self.catalogue()[self.check].why)
 
     def as_dict(self) -> dict[str, Any]:
+        c = self.catalogue()[self.check]
         return {
             "id": self.check,
-            "group": CHECKS[self.check].group,
+            "group": c.group,
             "status": self.status.value,
-            "promises": CHECKS[self.check].promises,
+            "promises": c.promises,
             "detail": self.detail,
-            "why": self.why,
+            "why": c.why,
             "evidence": self.evidence.as_dict() if self.evidence else None,
         }
+
+
+@dataclass(frozen=True)
+class Finding(GradedFinding):
+    """One check's verdict on the endpoint: `status`, what was seen (`detail`), and the `evidence`."""
+
+    @classmethod
+    def catalogue(cls) -> Mapping[str, Any]:
+        return CHECKS
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamlab.core.conformance.checks import MAX_TOKENS, TEXT_PROMPT, Evidence, GradedReport, Status
+from streamlab.core.conformance.checks import (
+    MAX_TOKENS,
+    TEXT_PROMPT,
+    GradedFinding,
+    GradedReport,
+    Status,
+)
 from streamlab.core.endings import Ending
 from streamlab.core.sse import is_event_stream
 
@@ -231,29 +237,12 @@ class PathReads:
 
 
 @dataclass(frozen=True)
-class PathFinding:
+class PathFinding(GradedFinding):
     """One check's verdict on the path: `status`, what was seen (`detail`) and the `evidence`."""
 
-    check: str
-    status: Status
-    detail: str
-    evidence: Evidence | None = None
-
-    @property
-    def why(self) -> str:
-        return PATH_CHECKS[self.check].why
-
-    def as_dict(self) -> dict[str, Any]:
-        c = PATH_CHECKS[self.check]
-        return {
-            "id": self.check,
-            "group": c.group,
-            "status": self.status.value,
-            "promises": c.promises,
-            "detail": self.detail,
-            "why": c.why,
-            "evidence": self.evidence.as_dict() if self.evidence else None,
-        }
+    @classmethod
+    def catalogue(cls) -> Mapping[str, Any]:
+        return PATH_CHECKS
 
 
 def _s(x: float | None) -> str:

@@ -16,7 +16,6 @@ certificate is `root_cert` (give it to a client as the CA to trust). `serve_cadd
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -30,7 +29,7 @@ from streamlab.core.proxy.caddy import (
     caddy_environment,
     caddyfile,
 )
-from streamlab.net.proxy.process import GRACE, STARTUP_TIMEOUT, ProxyProcess, find_program
+from streamlab.net.proxy.process import GRACE, STARTUP_TIMEOUT, ProxyProcess, find_program, program_says
 from streamlab.net.slot import Slot
 
 __all__ = ["CaddyProxy", "serve_caddy", "stop_caddy", "caddy_program"]
@@ -88,11 +87,7 @@ class CaddyProxy(ProxyProcess):
 
     def read_version(self, binary: str) -> str:
         """The version Caddy reports ("v2.11.7"), from `caddy version`."""
-        try:
-            said = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=10).stdout
-        except (OSError, subprocess.SubprocessError):
-            return ""
-        return said.strip().partition(" ")[0]
+        return program_says(binary, "version").partition(" ")[0]
 
 
 _SLOT: Slot[CaddyProxy] = Slot()

@@ -18,11 +18,10 @@ the previous run started.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from streamlab.core.proxy.nginx import CONF_NAME, NGINX_DEFAULTS, NginxOptions, nginx_command, nginx_conf
-from streamlab.net.proxy.process import GRACE, STARTUP_TIMEOUT, ProxyProcess, find_program
+from streamlab.net.proxy.process import GRACE, STARTUP_TIMEOUT, ProxyProcess, find_program, program_says
 from streamlab.net.slot import Slot
 
 __all__ = ["NginxProxy", "serve_nginx", "stop_nginx", "nginx_program"]
@@ -77,11 +76,7 @@ class NginxProxy(ProxyProcess):
 
     def read_version(self, binary: str) -> str:
         """The version nginx reports ("nginx/1.22.1"), from `nginx -v` (which writes it to stderr)."""
-        try:
-            said = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10).stderr
-        except (OSError, subprocess.SubprocessError):
-            return ""
-        return said.strip().rpartition(" ")[2]
+        return program_says(binary, "-v").rpartition(" ")[2]
 
 
 _SLOT: Slot[NginxProxy] = Slot()

@@ -40,7 +40,7 @@ from streamlab.core.errors import ProxyUnavailable
 from streamlab.core.proxy.base import LOOPBACK, READY_PATH, Upstream, install_hint, upstream_of
 from streamlab.net.child import StopAtExit, end_process
 
-__all__ = ["ProxyProcess", "free_loopback_port", "find_program", "STARTUP_TIMEOUT", "GRACE"]
+__all__ = ["ProxyProcess", "free_loopback_port", "find_program", "program_says", "STARTUP_TIMEOUT", "GRACE"]
 
 STARTUP_TIMEOUT = 15.0
 """Seconds a proxy has to answer its readiness path after it was started."""
@@ -67,6 +67,16 @@ def find_program(name: str, places: list[Path]) -> str | None:
 
 _P = TypeVar("_P", bound="ProxyProcess")
 _live: StopAtExit[ProxyProcess] = StopAtExit()
+
+
+def program_says(*command: str) -> str:
+    """What a short-lived command prints, its standard output and error together, stripped ("" when it cannot run):
+    how each proxy reports its version (`caddy version` on stdout, `nginx -v` on stderr)."""
+    try:
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return (done.stdout + done.stderr).strip()
 
 
 class ProxyProcess:
