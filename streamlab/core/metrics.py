@@ -142,7 +142,9 @@ def _chat_visible(acc: Any) -> int:
 
 
 def _pairs(arrivals: Iterable[Any]) -> Iterator[tuple[float, SSEEvent]]:
-    """Accept `(time, SSEEvent)` pairs or objects with `.at` and `.event` (the client's `TimedEvent`)."""
+    """Accept `(time, SSEEvent)` pairs or objects with `.at` and `.event` (the client's `TimedEvent`), in arrival
+    order (a time before the previous one is a ValueError)."""
+    last_t = -math.inf
     for i, item in enumerate(arrivals):
         if isinstance(item, tuple):
             t, event = item
@@ -152,6 +154,9 @@ def _pairs(arrivals: Iterable[Any]) -> Iterator[tuple[float, SSEEvent]]:
             raise TypeError(f"arrival {i} is {item!r}: expected a (time, SSEEvent) pair or a TimedEvent")
         if not isinstance(event, SSEEvent):
             raise TypeError(f"arrival {i} holds {type(event).__name__}, not an SSEEvent")
+        if t < last_t:
+            raise ValueError(f"arrival {i} at {t!r} comes before the previous arrival at {last_t!r}")
+        last_t = t
         yield float(t), event
 
 
@@ -173,19 +178,9 @@ def chat_text_timeline(
     if accumulator is None:
         accumulator = ChatAccumulator()
     points: list[Point] = []
-    last_t = -math.inf
-    for i, (t, event) in enumerate(_pairs(arrivals)):
-        if t < last_t:
-            raise ValueError(f"arrival {i} at {t!r} comes before the previous arrival at {last_t!r}")
-        last_t = t
+    for t, event in _pairs(arrivals):
         accumulator.feed(event)
-        chars = visible(accumulator)
-        if chars > (points[-1][1] if points else 0):
-            rel = t - start
-            if points and points[-1][0] == rel:
-                points[-1] = (rel, chars)
-            else:
-                points.append((rel, chars))
+        _grow(points, t - start, visible(accumulator))
     return points
 
 
@@ -263,11 +258,7 @@ def reasoning_timelines(
     acc: ChatAccumulator | ResponsesAccumulator = ChatAccumulator() if dialect == "chat" else ResponsesAccumulator()
     thinking: list[Point] = []
     answer: list[Point] = []
-    last_t = -math.inf
-    for i, (t, event) in enumerate(_pairs(arrivals)):
-        if t < last_t:
-            raise ValueError(f"arrival {i} at {t!r} comes before the previous arrival at {last_t!r}")
-        last_t = t
+    for t, event in _pairs(arrivals):
         acc.feed(event)
         _grow(thinking, t - start, _reasoning_chars(acc))
         _grow(answer, t - start, _chat_visible(acc))
