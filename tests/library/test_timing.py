@@ -20,6 +20,7 @@ from streamlab.core.metrics import (
     illustrative_timing,
     illustrative_tokens_by,
     illustrative_total,
+    reasoning_timelines,
     timing_from_arrivals,
 )
 from streamlab.core.shapes import chat_refusal_stream, chat_text_stream
@@ -345,3 +346,12 @@ def test_the_recorded_run_is_found_through_the_data_set_and_its_text_round_trips
     assert run == load_timings(path)
     text = timings_json(run.timings.values(), schedule=run.schedule, note=run.note)
     assert text == path.read_text(encoding="utf-8")  # the committed file is exactly what the writer writes
+
+
+def test_arrivals_out_of_order_are_refused_by_every_timeline() -> None:
+    events = SSEParser().feed(b"".join(chat_text_stream(["Hel", "lo"])))
+    arrivals = [(1.0 - 0.1 * i, event) for i, event in enumerate(events)]  # each earlier than the one before
+    with pytest.raises(ValueError, match="arrival 1 at 0.9 comes before the previous arrival at 1.0"):
+        chat_text_timeline(arrivals, 0.0)
+    with pytest.raises(ValueError, match="comes before the previous arrival"):
+        reasoning_timelines(arrivals, 0.0)
