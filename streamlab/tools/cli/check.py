@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["register", "print_report"]
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -40,15 +40,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         max_tokens=args.max_tokens,
     )
+    return print_report(report, command="streamlab check", target=args.base_url, args=args)
+
+
+def print_report(report: Any, *, command: str, target: str, args: argparse.Namespace) -> int:
+    """Print a checker's report (`--json`, or the text with `--failures-only` honoured), say on stderr why the
+    target could not be checked, and return the report's exit code: what `check` and `check-path` share."""
     from streamlab.core.untrusted import terminal_text
 
     if args.json:
         print(report.to_json())
-    else:  # the report quotes the server's headers and bodies: none of it may act on the terminal
+    else:  # the report quotes what the server or the path sent: none of it may act on the terminal
         print(terminal_text(report.render(passes=not args.failures_only)))
-    if report.unreachable is not None:
-        print(terminal_text(f"streamlab check: could not check {args.base_url}: {report.unreachable}"), file=sys.stderr)
-    return report.exit_code
+    if report.error is not None:
+        print(terminal_text(f"{command}: could not check {target}: {report.error}"), file=sys.stderr)
+    return int(report.exit_code)
 
 
 def register(sub: Any) -> None:

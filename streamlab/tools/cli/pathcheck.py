@@ -25,8 +25,8 @@ def _cmd_check_path(args: argparse.Namespace) -> int:
     all`); against another server, name its models, and the checks it cannot play are skipped. Each read is bounded
     by --deadline and the whole run by --budget; when the checker's own deadline stops a read, the path could not
     be checked. Exit 0: nothing failed; 1: something failed; 2: the path could not be checked."""
-    from streamlab.core.untrusted import terminal_text
     from streamlab.net.pathcheck import check_path
+    from streamlab.tools.cli.check import print_report
 
     for flag, value in (("--window", args.window), ("--deadline", args.deadline), ("--budget", args.budget)):
         if value <= 0:
@@ -45,13 +45,7 @@ def _cmd_check_path(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         ca_file=args.ca_file,
     )
-    if args.json:
-        print(report.to_json())
-    else:  # the report quotes what the path sent: none of it may act on the terminal
-        print(terminal_text(report.render(passes=not args.failures_only)))
-    if report.error is not None:
-        print(terminal_text(f"streamlab check-path: could not check {args.url}: {report.error}"), file=sys.stderr)
-    return report.exit_code
+    return print_report(report, command="streamlab check-path", target=args.url, args=args)
 
 
 def register(sub: Any) -> None:
