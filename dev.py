@@ -4,7 +4,7 @@
     python3 dev.py lab        set up .venv if needed, then open JupyterLab at the repository root, on the labs'
                               folder (notebooks/); extra arguments go to `jupyter lab` (e.g. --port 8890)
     python3 dev.py test       set up .venv if needed, then lint, then `pytest --nbval` on every core (unit tests
-                              and every lab, strict; each lab runs once; 5 to 8 minutes on 2 cores), then the
+                              and every lab, strict; each lab runs once; about 3.5 minutes on 2 cores), then the
                               real-model tests where `dev.py model` installed the model (about 1.5 minutes more)
     python3 dev.py lint       ruff check, ruff format --check, mypy on the whole package (streamlab/): all three
                               run, whichever fails, and lint fails if any did
@@ -186,11 +186,12 @@ def lint(extra: list[str]) -> None:
 
 
 def workers() -> str:
-    """How many pytest-xdist workers: one per core plus one, at least three. Most tests wait on sockets, timers and
-    kernels: with two workers on 2 cores the suite kept the CPUs 48% busy (user + sys time over wall time), with
-    three 70%, and finished in 306 s instead of 547 s. STREAMLAB_TEST_WORKERS overrides it (1 runs everything
+    """How many pytest-xdist workers: four per core, at least three, at most sixteen. The suite waits far more than
+    it computes (sockets, timers, real proxies, lab kernels): on a quiet 2-core machine with the slow files handed out
+    first (conftest.py `FIRST`), 3 workers took 378 s, 6 took 209 s and 8 took 190 s (pytest's own figure, 4,040
+    tests and 13 labs), the CPUs still not full. STREAMLAB_TEST_WORKERS overrides it (1 runs everything
     in-process)."""
-    return os.environ.get("STREAMLAB_TEST_WORKERS") or str(max(3, (os.cpu_count() or 1) + 1))
+    return os.environ.get("STREAMLAB_TEST_WORKERS") or str(max(3, min(16, 4 * (os.cpu_count() or 1))))
 
 
 def test(extra: list[str]) -> None:
@@ -211,13 +212,14 @@ def test(extra: list[str]) -> None:
     # would only be skipped. Arguments given to `dev.py test` go to one plain run instead (pytest's own selection).
     # -rs: every skipped test says why in the summary (here the repo2docker check, which needs a tool the project
     # does not install), rather than a bare "1 skipped".
-    pytest = [PY, "-m", "pytest", "--nbval", "-n", workers(), "--dist", "loadfile", "--durations=10", "-rs"]
+    pytest = [PY, "-m", "pytest", "--nbval", "-n", workers(), "--dist", "loadfile", "--no-loadscope-reorder"]
+    pytest += ["--durations=10", "-rs"]
     if extra:
         started = phase(f"2/2 pytest --nbval {' '.join(extra)} on {workers()} workers", "the tests chosen")
         run(*pytest, *extra)
         phase_done("2/2 the tests chosen", started)
         return
-    started = phase(f"2/3 tests and labs: pytest --nbval on {workers()} workers", "5 to 8 minutes on 2 cores")
+    started = phase(f"2/3 tests and labs: pytest --nbval on {workers()} workers", "about 3.5 minutes on 2 cores")
     run(*pytest, "-m", "not model")
     phase_done("2/3 tests and labs", started)
     probe = "import sys; from streamlab.net.model import model_available; sys.exit(0 if model_available() else 1)"

@@ -38,3 +38,15 @@ def test_every_pytest_run_of_dev_py_test_says_why_a_test_skipped(monkeypatch: py
     assert command[1:3] == ["-m", "pytest"] and "-rs" in command, command
     assert "--nbval" in command
     assert command[len(command) - len(extra) :] == extra  # the tests chosen, last
+
+
+def test_the_slow_files_go_out_first_in_the_order_the_root_conftest_gives(
+    monkeypatch: pytest.MonkeyPatch, pytestconfig: pytest.Config
+) -> None:
+    """xdist's own order (files with most tests first) had left the one-test live run of lab 13 for last; dev.py
+    turns it off, and every file the root conftest.py names as slow exists (a renamed file would quietly drop out)."""
+    (root,) = [p for p in pytestconfig.pluginmanager.get_plugins() if hasattr(p, "FIRST") and hasattr(p, "ROOT")]
+    (command,) = _commands(monkeypatch, [])
+    assert "--no-loadscope-reorder" in command and command[command.index("--dist") + 1] == "loadfile", command
+    assert root.FIRST and all((root.ROOT / name).is_file() for name in root.FIRST), root.FIRST
+    assert len(set(root.FIRST)) == len(root.FIRST)
