@@ -26,7 +26,8 @@ from streamlab.core.standin.plan import plan
 from streamlab.core.standin.request import Request, RequestHead
 from streamlab.core.standin.room import Room
 from streamlab.core.standin.script import Episode, Send, Wait
-from streamlab.net.standin.records import RecordBook
+from streamlab.net.standin.player import Client, Player, Playing
+from streamlab.net.standin.records import OpenRecord, RecordBook
 from streamlab.net.standin.wire import Connection, Limits, PageHandler, stamp_arrivals
 
 pytestmark = [pytest.mark.usefixtures("no_leaked_threads"), pytest.mark.net]
@@ -51,6 +52,9 @@ class SlowHost:
         self.stopping = threading.Event()
         self.room = Room({"m": Episode([Wait(FIRST), Send(FRAMES[0]), Wait(GAP), *map(Send, FRAMES[1:])])})
         self.signal = socket.socketpair()
+        self.player = Player(
+            book=self.book, stopping=self.stopping, wakeup=self.signal[0], cancelled=self.cancelled, send_timeout=5
+        ).start()
 
     @property
     def wakeup(self) -> socket.socket:
@@ -65,6 +69,9 @@ class SlowHost:
 
     def page(self, head: RequestHead) -> PageHandler | None:
         return None
+
+    def play(self, client: Client, stream: Stream, rec: OpenRecord, *, since: float, read_cap: int) -> Playing:
+        return self.player.play(client, stream, rec, since=since, read_cap=read_cap)
 
 
 def serve_one(conn: socket.socket, host: SlowHost) -> None:
@@ -90,6 +97,7 @@ def test_the_first_pause_counts_from_the_request_s_arrival(stamped: bool) -> Non
                     reply += data
             server.join(timeout=30)
     finally:
+        host.player.close()
         for end in host.signal:
             end.close()
     chunks, terminated = dechunk(bytes(reply).partition(b"\r\n\r\n")[2])

@@ -69,10 +69,12 @@ from streamlab.core.standin.script import (
 from streamlab.net.slot import interrupts_held
 from streamlab.net.standin.chatpage import CHAT_PATH, chat_page
 from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, DEFAULT_MAX_FEEDS, RoomFeed
+from streamlab.net.standin.player import Client, Player, Playing
 from streamlab.net.standin.records import (
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_MAX_RECORDS,
     DEFAULT_MAX_TOTAL_BYTES,
+    OpenRecord,
     RecordBook,
     RequestRecord,
     RequestTotals,
@@ -116,6 +118,7 @@ class _Host:
         self._conns_cond = threading.Condition()
         self.pages: Callable[[RequestHead], PageHandler | None] | None = None
         self._signal: tuple[socket.socket, socket.socket] | None = None  # the stop signal, while started
+        self._player: Player | None = None  # plays every stream, while started
 
     @property
     def wakeup(self) -> socket.socket:
@@ -125,8 +128,15 @@ class _Host:
         return self._signal[0]
 
     def arm(self) -> None:
-        """A fresh stop signal for a (re)started server."""
+        """A fresh stop signal and stream player for a (re)started server."""
         self._signal = socket.socketpair()
+        self._player = Player(
+            book=self.book,
+            stopping=self.stopping,
+            wakeup=self._signal[0],
+            cancelled=self.cancelled,
+            send_timeout=self.limits.send_timeout,
+        ).start()
 
     def wake(self) -> None:
         """Set `stopping` and make `wakeup` readable: every pause returns at once."""
@@ -138,7 +148,10 @@ class _Host:
                 pass
 
     def disarm(self) -> None:
-        """Close the stop signal (after every handler has been joined)."""
+        """End the player and close the stop signal (after every handler has been joined)."""
+        player, self._player = self._player, None
+        if player is not None:
+            player.close()
         signal, self._signal = self._signal, None
         for end in signal or ():
             end.close()
@@ -156,6 +169,12 @@ class _Host:
 
     def page(self, head: RequestHead) -> PageHandler | None:
         return None if self.pages is None else self.pages(head)
+
+    def play(self, client: Client, stream: Stream, rec: OpenRecord, *, since: float, read_cap: int) -> Playing:
+        player = self._player
+        if player is None:
+            raise RuntimeError("the stand-in is not started")
+        return player.play(client, stream, rec, since=since, read_cap=read_cap)
 
     def with_room(self, job: Callable[[Room], Any]) -> Any:
         """Run `job(room)` under the room's lock (configuration and queries from `StandIn`)."""

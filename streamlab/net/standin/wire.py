@@ -22,12 +22,12 @@ same segment. The stand-in cannot probe as the relay does (`streamlab.net.relay.
 script's, and a keep-alive comment the script did not ask for would change what a lab shows. Reads have
 deadlines (`Limits`) so a client that sends half a request cannot hold a thread for ever.
 
-A room of a thousand streams runs a thousand handler threads, and every system call that releases the GIL is
-one more turn each thread waits for behind the others. So a frame costs two: its send on a socket that is
-non-blocking for good (a socket with a timeout polls before every send and recv, and setting the timeout is a
-call of its own), and the wait that watches the client until the next frame is due; its record takes no lock
-but its own (`streamlab.net.standin.records`). Waits use `poll`, which watches descriptors past 1024, where
-`select.select` raises.
+A room of a thousand streams would be a thousand handler threads, each waking for each frame and waiting its turn
+under the GIL behind the others. So streams are played by the server's one `Player` thread
+(`streamlab.net.standin.player`): a handler thread sleeps while its stream plays. A frame costs one
+send on a socket that is non-blocking for good (a socket with a timeout polls before every send and recv), and
+its record takes no lock but its own (`streamlab.net.standin.records`). The waits left to a handler thread use
+`poll`, which watches descriptors past 1024, where `select.select` raises.
 
 A few paths are not the API: the server's own pages (the room dashboard). For those the host hands back a
 `PageHandler`, which serves the request with the connection's public methods (`send`, `send_reply`,
@@ -55,12 +55,9 @@ from streamlab.core.endings import Ending
 from streamlab.core.shapes import error_body
 from streamlab.core.standin.actions import (
     EVENT_STREAM_HEADERS,
-    Close,
     Decision,
-    Pause,
     Reply,
     Stream,
-    Write,
     reply_ending,
     stream_ending,
 )
@@ -75,6 +72,7 @@ from streamlab.core.standin.request import (
     request_line_reply,
 )
 from streamlab.core.standin.room import learner_of
+from streamlab.net.standin.player import CUT, GONE, Client, Playing
 from streamlab.net.standin.records import OpenRecord, RecordBook
 
 __all__ = [
@@ -178,6 +176,9 @@ class Host(Protocol):
     def decide(self, request: Request) -> Decision: ...
 
     def cancelled(self, stream: Stream) -> bool: ...
+
+    def play(self, client: Client, stream: Stream, rec: OpenRecord, *, since: float, read_cap: int) -> Playing:
+        """Play `stream` on `client` (the server's `Player`); returns once it is over."""
 
     def page(self, head: RequestHead) -> PageHandler | None:
         """The handler of a request for one of the server's own pages, or None for an API request."""
@@ -570,37 +571,22 @@ class Connection:
 
     def _play(self, stream: Stream, rec: OpenRecord, *, since: float) -> bool:
         """Play a stream's actions on a chunked 200; True when the body ended cleanly (the connection may
-        carry another request). The first pause counts from `since` (the request's arrival), each later one
-        from the write before it: one stream's bookkeeping never delays its own schedule. A `timeline` stream
-        counts every pause from its scheduled start instead, so delays do not add up (a replayed capture)."""
+        carry another request). The server's one `Player` thread carries the actions out while this thread
+        sleeps (`streamlab.net.standin.player`): the first pause counts from `since` (the request's arrival), each
+        later one from the write before it, so one stream's bookkeeping never delays its own schedule; a
+        `timeline` stream counts every pause from its scheduled start instead (a replayed capture)."""
         headers = (*EVENT_STREAM_HEADERS, ("Transfer-Encoding", "chunked"), *stream.headers)
         self._send(_head_bytes(200, headers, close=False))
         self.book.update(rec, status=200)
-        stopping, clock = self.host.stopping, since
-        for action in stream.actions:
-            if stopping.is_set() or self.host.cancelled(stream):
-                break
-            if isinstance(action, Pause):
-                state = self._pause(action.seconds, since=clock)
-                if state == _GONE:
-                    raise _Gone
-                if state == _STOPPING:
-                    break
-                clock += action.seconds or 0.0  # a pause that ended "done" had an end
-            elif isinstance(action, Write):
-                # HTTP/1.1 chunk framing (size in hex, CRLF, data, CRLF): unrelated to where SSE lines end.
-                # Timed before the bytes leave: no client can hold them earlier than that, however late this
-                # thread runs again after the send (a check of "arrived before the upstream wrote" relies on it).
-                at = time.perf_counter()
-                if not stream.timeline:
-                    clock = at
-                self._send(b"%x\r\n%s\r\n" % (len(action.data), action.data))
-                self.book.wrote(rec, action.data, action.frame, at)
-            elif isinstance(action, Close):
-                self.book.update(rec, ending=Ending.CUT)
-                self._cut(action.reset)
-                return False
-        ending = stream_ending(cut=False, cancelled=self.host.cancelled(stream), stopping=stopping.is_set())
+        played = self.host.play(self, stream, rec, since=since, read_cap=MAX_HEAD_BYTES + self.limits.max_body_bytes)
+        if played.outcome == GONE:
+            raise _Gone from played.error
+        if played.outcome == CUT:
+            self.book.update(rec, ending=Ending.CUT)
+            self._cut(played.reset)
+            return False
+        stopping = self.host.stopping.is_set()
+        ending = stream_ending(cut=False, cancelled=self.host.cancelled(stream), stopping=stopping)
         # recorded before the terminating chunk leaves (a client that read the whole body finds it written)
         self.book.update(rec, ending=ending)
         if ending is Ending.STOPPED:
