@@ -26,7 +26,7 @@ from streamlab.core.standin.plan import plan
 from streamlab.core.standin.request import Request, RequestHead
 from streamlab.core.standin.room import Room
 from streamlab.core.standin.script import Episode, Send, Wait
-from streamlab.net.standin.player import Client, Player, Playing
+from streamlab.net.standin.player import Client, Parkable, Parked, Player, Playing
 from streamlab.net.standin.records import OpenRecord, RecordBook
 from streamlab.net.standin.wire import Connection, Limits, PageHandler, stamp_arrivals
 
@@ -72,6 +72,9 @@ class SlowHost:
 
     def play(self, client: Client, stream: Stream, rec: OpenRecord, *, since: float, read_cap: int) -> Playing:
         return self.player.play(client, stream, rec, since=since, read_cap=read_cap)
+
+    def park(self, client: Parkable, *, idle: float, read_cap: int) -> Parked:
+        return self.player.park(client, idle=idle, read_cap=read_cap)
 
 
 def serve_one(conn: socket.socket, host: SlowHost) -> None:

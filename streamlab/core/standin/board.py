@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamlab.core.errors import SSELimitError
 from streamlab.core.shapes import sse_frame
 from streamlab.core.sse import SSEEvent, SSEParser
 from streamlab.core.standin.actions import Write
@@ -124,11 +125,15 @@ def _has_text(event: SSEEvent) -> bool:
 def first_text_write(writes: Iterable[bytes]) -> int | None:
     """The index of the first write whose bytes complete an event that shows text (None: no write does). The
     dashboard's TTFT is the time of that write: a user sees the first words then, not at the first byte (a role
-    chunk, a comment or `response.created` shows nothing; issue 36)."""
+    chunk, a comment or `response.created` shows nothing; issue 36). Bytes past the parser's limits (a 32 MB
+    line) show no text: a subscriber of the records must not raise (it had killed the thread that ran it)."""
     parser = SSEParser()
-    for i, data in enumerate(writes):
-        if any(_has_text(event) for event in parser.feed(data)):
-            return i
+    try:
+        for i, data in enumerate(writes):
+            if any(_has_text(event) for event in parser.feed(data)):
+                return i
+    except SSELimitError as exc:
+        return i if any(_has_text(event) for event in exc.events) else None
     return None
 
 

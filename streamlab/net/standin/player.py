@@ -15,6 +15,14 @@ request). The player keeps a heap of due times and one selector over every playi
   stream's later actions wait behind it, other streams do not;
 * the server stopping ends every stream as "stopping" at once.
 
+It also waits for each kept-alive connection's next request (`park`): a thousand learners pressing "run" at once
+had woken a thousand handler threads, each reading and planning its request in its turn under the GIL, and the
+last requests were read 300 to 450 ms after they were sent. Parked, a connection's handler thread sleeps, and the
+player reads what arrives and asks the connection (`Parkable.arrived`) what to do: wait for the rest, play the stream
+the planner decided on (here, at once), or hand the connection back to its thread for anything that could block (a
+page, a `100 Continue`, a reply that waits or is large, a request that came in pieces for too long, a
+pipelined one). So the common exchange, a whole request answered by a stream, never wakes its thread.
+
 The schedule is the one `Connection` had: the first pause counts from the request's arrival, each later one from
 the write before it (from the write's schedule for a `timeline` stream). Nothing is decided here either: the
 actions come from the planner, the endings are computed by the connection from what this module reports.
@@ -34,7 +42,7 @@ from typing import Protocol
 from streamlab.core.standin.actions import Close, Pause, Stream, Write
 from streamlab.net.standin.records import OpenRecord, RecordBook
 
-__all__ = ["Player", "Playing", "DONE", "GONE", "STOPPING", "CUT", "ENDED"]
+__all__ = ["Player", "Playing", "Parked", "Parkable", "Step", "DONE", "GONE", "STOPPING", "CUT", "ENDED"]
 
 DONE, GONE, STOPPING, CUT, ENDED = "done", "gone", "stopping", "cut", "ended"
 """How a play ended: every action carried out; the client left; the server is stopping; a scripted cut (the
@@ -42,6 +50,8 @@ connection does the cutting); stopped early because the server stops or the stre
 reads which)."""
 
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+_BURST = 64
+"""Writes one stream makes in a row before the player turns to the others (a script with no pauses)."""
 
 
 class Client(Protocol):
@@ -51,6 +61,61 @@ class Client(Protocol):
     sock: socket.socket
     buf: bytearray
     eof: bool
+
+
+class Step:
+    """What a parked connection says to do after bytes arrived or a stream it started ended (`Parkable`).
+
+    `kind` is WAIT (keep it parked: the request is not whole yet, or it was answered and the connection is kept
+    alive), CLOSE (the connection is over), BACK (hand it back to its thread, with `pending` for the thread to
+    carry on, or None for the thread to read what is in the buffer), or PLAY (play `stream` for the request whose
+    record is `rec`, counting from `since`)."""
+
+    WAIT, CLOSE, BACK, PLAY = "wait", "close", "back", "play"
+    __slots__ = ("kind", "pending", "stream", "rec", "since")
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        pending: object = None,
+        stream: Stream | None = None,
+        rec: OpenRecord | None = None,
+        since: float = 0.0,
+    ) -> None:
+        self.kind, self.pending, self.stream, self.rec, self.since = kind, pending, stream, rec, since
+
+
+class Parkable(Client, Protocol):
+    """A connection the player can wait on for its next request (`streamlab.net.standin.wire.Connection`)."""
+
+    def take(self) -> bool | None:
+        """Read what the socket has (without blocking): True (bytes added to `buf`), False (the client ended or
+        the connection failed), None (nothing was there)."""
+
+    def arrived(self) -> Step:
+        """What to do now that `buf` holds more (called in the player's thread; never blocks)."""
+
+    def played(self, job: Playing) -> Step:
+        """The stream a `Step.PLAY` started has ended (`job.outcome`): finish the exchange; what next."""
+
+
+class Parked:
+    """A connection waiting, in the player, for its next request; `outcome` (CLOSE or BACK, with `pending`, or
+    `expired` when the request's body did not come in time) once `finished` is set."""
+
+    __slots__ = ("client", "watching", "wake_at", "deadline", "idle_until", "outcome", "pending", "finished", "expired")
+
+    def __init__(self, client: Parkable, idle: float) -> None:
+        self.client = client
+        self.watching = 0
+        self.wake_at: float | None = None
+        self.idle_until = time.perf_counter() + idle  # no request began by then: close quietly
+        self.deadline: float | None = None  # a request began: it must be whole by then, or go back to its thread
+        self.expired = False  # it went back because that deadline passed
+        self.outcome: str | None = None
+        self.pending: object = None
+        self.finished = threading.Event()
 
 
 class Playing:
@@ -72,10 +137,14 @@ class Playing:
         "reset",
         "finished",
         "pause_end",
+        "park",
     )
 
-    def __init__(self, client: Client, stream: Stream, rec: OpenRecord, since: float, read_cap: int) -> None:
+    def __init__(
+        self, client: Client, stream: Stream, rec: OpenRecord, since: float, read_cap: int, park: Parked | None = None
+    ) -> None:
         self.client = client
+        self.park = park  # the parked connection that started it (its end is `Parkable.played`), or None
         self.stream = stream
         self.rec = rec
         self.actions = stream.actions
@@ -104,22 +173,28 @@ class Player:
         wakeup: socket.socket,
         cancelled: Callable[[Stream], bool],
         send_timeout: float,
+        idle_timeout: float = 60.0,
+        request_timeout: float = 30.0,
     ) -> None:
+        self._idle = idle_timeout  # a kept-alive connection's wait for its next request
+        self._request_timeout = request_timeout  # a request that began must be whole within this, or go back
         self._book = book
         self._stopping = stopping
         self._wakeup = wakeup
         self._cancelled = cancelled
         self._send_timeout = send_timeout
-        self._incoming: list[Playing] = []
+        self._incoming: list[Playing | Parked] = []
         self._lock = threading.Lock()
         self._bell = socket.socketpair()  # rung when `_incoming` goes from empty to not, and to close
         for end in self._bell:
             end.setblocking(False)
         self._closing = False
+        self._read_cap = 1 << 20
         self._selector = selectors.DefaultSelector()
-        self._heap: list[tuple[float, int, Playing]] = []
+        self._heap: list[tuple[float, int, Playing | Parked]] = []
         self._seq = itertools.count()
         self._playing: set[Playing] = set()
+        self._parked: set[Parked] = set()
         self._thread = threading.Thread(target=self._run, name="standin:player", daemon=True)
 
     def start(self) -> Player:
@@ -139,16 +214,27 @@ class Player:
     def play(self, client: Client, stream: Stream, rec: OpenRecord, *, since: float, read_cap: int) -> Playing:
         """Play `stream` on `client` and return once it is over (from a handler thread, which sleeps meanwhile)."""
         job = Playing(client, stream, rec, since, read_cap)
+        self._hand_over(job, STOPPING)
+        return job
+
+    def park(self, client: Parkable, *, idle: float, read_cap: int) -> Parked:
+        """Wait here for `client`'s next request, serving what `client.arrived` allows; return (to the handler
+        thread, which sleeps meanwhile) when the connection is over (CLOSE) or wants its thread (BACK)."""
+        job = Parked(client, idle)
+        self._read_cap = read_cap
+        self._hand_over(job, Step.CLOSE)
+        return job
+
+    def _hand_over(self, job: Playing | Parked, closed: str) -> None:
         with self._lock:
             if self._closing:
-                job.outcome = STOPPING
-                return job
+                job.outcome = closed
+                return
             first = not self._incoming
             self._incoming.append(job)
         if first:
             self._ring()
         job.finished.wait()
-        return job
 
     def _ring(self) -> None:
         try:
@@ -170,6 +256,8 @@ class Player:
                     watching_stop = False
                     for job in list(self._playing):
                         self._finish(job, STOPPING)
+                    for park in list(self._parked):
+                        self._unpark(park, Step.CLOSE)
                 if self._take_new():
                     return
                 self._due()
@@ -177,17 +265,23 @@ class Player:
                 timeout = max(0.0, heap[0][0] - time.perf_counter()) if heap else None
                 for key, mask in selector.select(timeout):
                     job = key.data
-                    if job is not None and job.outcome is None:
+                    if job is None or job.outcome is not None:
+                        continue
+                    if isinstance(job, Parked):
+                        self._parked_read(job)
+                    else:
                         self._event(job, mask)
         finally:
             for job in list(self._playing):
                 self._finish(job, STOPPING)
+            for park in list(self._parked):
+                self._unpark(park, Step.CLOSE)
             with self._lock:
                 self._closing = True
                 left, self._incoming = self._incoming, []
-            for job in left:
-                job.outcome = STOPPING
-                job.finished.set()
+            for waiting in left:
+                waiting.outcome = STOPPING if isinstance(waiting, Playing) else Step.CLOSE
+                waiting.finished.set()
 
     def _take_new(self) -> bool:
         """Start the streams handed over since the last pass; True when the player is closing."""
@@ -201,15 +295,27 @@ class Player:
             closing = self._closing
         if closing:
             for job in new:
-                job.outcome = STOPPING
+                job.outcome = STOPPING if isinstance(job, Playing) else Step.CLOSE
                 job.finished.set()
             return True
         now = time.perf_counter()
         for job in new:
-            self._playing.add(job)
-            self._watch(job, _READ)
-            self._advance(job, now)
+            if isinstance(job, Parked):
+                self._parked.add(job)
+                if self._stopping.is_set():
+                    self._unpark(job, Step.CLOSE)
+                    continue
+                self._watch(job, _READ)
+                self._schedule(job, job.idle_until)
+            else:
+                self._playing.add(job)
+                self._watch(job, _READ)
+                self._advance(job, now)
         return False
+
+    def _schedule(self, job: Playing | Parked, at: float) -> None:
+        job.wake_at = at
+        heapq.heappush(self._heap, (at, next(self._seq), job))
 
     def _due(self) -> None:
         """Carry on every stream whose time has come (pause over, or a write's time for room over)."""
@@ -220,10 +326,67 @@ class Player:
             if job.outcome is not None or job.wake_at != at:
                 continue  # ended meanwhile, or rescheduled
             job.wake_at = None
-            if job.pending is not None:
+            if isinstance(job, Parked):
+                # no request began in time (close quietly, as an idle connection), or its body is late: the
+                # thread answers 408 at once (`expired`)
+                job.expired = job.deadline is not None
+                self._unpark(job, Step.BACK if job.expired else Step.CLOSE)
+            elif job.pending is not None:
                 self._finish(job, GONE, TimeoutError(f"the client took nothing for {self._send_timeout:g} s"))
             else:
                 self._advance(job, now)
+
+    def _parked_read(self, park: Parked) -> None:
+        """Bytes (or an end) from a parked connection: read them and do what the connection says."""
+        client = park.client
+        got = client.take()
+        if got is None:
+            return
+        if got is False:
+            self._unpark(park, Step.CLOSE)  # the client left between requests: close quietly
+            return
+        if park.deadline is None:  # the first bytes of a request: it has this long to arrive whole
+            park.deadline = time.perf_counter() + self._request_timeout
+            self._schedule(park, park.deadline)
+        self._ask(park, client.arrived)
+
+    def _ask(self, park: Parked, ask: Callable[[], Step]) -> None:
+        """Do what the connection says; a bug in saying it closes that connection, never the player."""
+        try:
+            step = ask()
+        except Exception:
+            self._unpark(park, Step.CLOSE)
+            return
+        self._step(park, step)
+
+    def _step(self, park: Parked, step: Step) -> None:
+        kind = step.kind
+        if kind == Step.WAIT:
+            if not park.client.buf:  # answered, kept alive: the next request has the idle time again
+                park.deadline = None
+                park.idle_until = time.perf_counter() + self._idle
+                self._schedule(park, park.idle_until)
+            if not park.watching:
+                self._watch(park, _READ)
+        elif kind == Step.PLAY:
+            assert step.stream is not None and step.rec is not None
+            self._watch(park, 0)
+            park.wake_at = None
+            job = Playing(park.client, step.stream, step.rec, step.since, self._read_cap, park)
+            self._playing.add(job)
+            self._watch(job, _READ)
+            self._advance(job, time.perf_counter())
+        else:
+            park.pending = step.pending
+            self._unpark(park, kind)
+
+    def _unpark(self, park: Parked, outcome: str) -> None:
+        if park.outcome is not None:
+            return
+        self._watch(park, 0)
+        self._parked.discard(park)
+        park.outcome, park.wake_at = outcome, None
+        park.finished.set()
 
     def _event(self, job: Playing, mask: int) -> None:
         if mask & _READ:
@@ -274,7 +437,11 @@ class Player:
     def _advance(self, job: Playing, now: float) -> None:  # noqa: C901 (one branch per action)
         """Carry out the stream's actions from where it stands until it must wait (a pause, a full socket) or ends."""
         actions, book, rec, stream, client = job.actions, self._book, job.rec, job.stream, job.client
+        writes = 0
         while True:
+            if writes >= _BURST:  # a stream without pauses: the others' due frames go first, then this goes on
+                self._schedule(job, time.perf_counter())
+                return
             if job.pause_end is not None:  # a pause under way has ended (its heap entry came due)
                 job.clock = job.pause_end
                 job.pause_end = None
@@ -305,6 +472,7 @@ class Player:
                 job.index += 1
             elif isinstance(action, Write):
                 job.index += 1
+                writes += 1
                 at = time.perf_counter()  # before the bytes leave (see `Connection._play`)
                 if not stream.timeline:
                     job.clock = at
@@ -332,7 +500,7 @@ class Player:
             else:
                 job.index += 1
 
-    def _watch(self, job: Playing, events: int) -> None:
+    def _watch(self, job: Playing | Parked, events: int) -> None:
         """Watch the client's socket for `events` (0: not at all)."""
         if events == job.watching:
             return
@@ -354,4 +522,10 @@ class Player:
         self._watch(job, 0)
         self._playing.discard(job)
         job.outcome, job.error, job.wake_at = outcome, error, None
-        job.finished.set()
+        park = job.park
+        if park is None:
+            job.finished.set()
+            return
+        # a stream a parked connection started: the connection finishes the exchange and says what next
+        if park.outcome is None:
+            self._ask(park, lambda: park.client.played(job))

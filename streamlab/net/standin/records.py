@@ -11,8 +11,9 @@ model names had held 1.2 GB: each kept its body, its parsed body and the 404 tha
 
 Whoever wants to follow the requests as they finish (the command line's one line per request, a dashboard)
 subscribes a callback instead of rescanning the records: `subscribe(callback)` calls it once per finished
-request, in the handler's thread, with the record's final snapshot; with `started=True` also once when the
-planner has decided (the record then knows the learner and the model, and is not finished yet).
+request, in the thread that finished it, with the record's final snapshot; with `started=True` also once when the
+planner has decided (the record then knows the learner and the model, and is not finished yet). A callback that
+raises is ignored: an observer's bug must not end the request it observed (nor the server's stream player).
 """
 
 from __future__ import annotations
@@ -278,7 +279,10 @@ class RecordBook:
             snapshot = rec.frozen() if starters else None
         if snapshot is not None:
             for callback in starters:
-                callback(snapshot)
+                try:
+                    callback(snapshot)
+                except Exception:  # as in `close`: an observer's bug stops nothing
+                    pass
 
     def body(self, rec: OpenRecord, body: bytes) -> None:
         with self._cond, rec.lock:
@@ -352,7 +356,10 @@ class RecordBook:
             subscribers = self._subscribers
             self._changed()
         for callback in subscribers:
-            callback(snapshot)
+            try:
+                callback(snapshot)
+            except Exception:  # an observer's bug: the request it observed, and the server, go on regardless
+                pass
 
     def refused(self) -> None:
         with self._cond:

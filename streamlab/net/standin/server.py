@@ -69,7 +69,7 @@ from streamlab.core.standin.script import (
 from streamlab.net.slot import interrupts_held
 from streamlab.net.standin.chatpage import CHAT_PATH, chat_page
 from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, DEFAULT_MAX_FEEDS, RoomFeed
-from streamlab.net.standin.player import Client, Player, Playing
+from streamlab.net.standin.player import Client, Parkable, Parked, Player, Playing
 from streamlab.net.standin.records import (
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_MAX_RECORDS,
@@ -136,6 +136,8 @@ class _Host:
             wakeup=self._signal[0],
             cancelled=self.cancelled,
             send_timeout=self.limits.send_timeout,
+            idle_timeout=self.limits.idle_timeout,
+            request_timeout=self.limits.body_timeout,
         ).start()
 
     def wake(self) -> None:
@@ -157,7 +159,7 @@ class _Host:
             end.close()
 
     def decide(self, request: Request) -> Decision:
-        request = dataclasses.replace(request, peer=getattr(_peer, "address", ""), now=time.monotonic())
+        request = dataclasses.replace(request, peer=request.peer or getattr(_peer, "address", ""), now=time.monotonic())
         with self._room_lock:
             return plan(self._room, request)
 
@@ -175,6 +177,12 @@ class _Host:
         if player is None:
             raise RuntimeError("the stand-in is not started")
         return player.play(client, stream, rec, since=since, read_cap=read_cap)
+
+    def park(self, client: Parkable, *, idle: float, read_cap: int) -> Parked:
+        player = self._player
+        if player is None:
+            raise RuntimeError("the stand-in is not started")
+        return player.park(client, idle=idle, read_cap=read_cap)
 
     def with_room(self, job: Callable[[Room], Any]) -> Any:
         """Run `job(room)` under the room's lock (configuration and queries from `StandIn`)."""
@@ -240,7 +248,7 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         try:
-            Connection(self.request, self.host).serve()
+            Connection(self.request, self.host, peer=getattr(_peer, "address", "")).serve()
         except OSError:  # reset by the client, or shut down by stop()
             pass
 
@@ -553,8 +561,8 @@ class StandIn:
         return self._book.totals()
 
     def subscribe(self, callback: Callable[[RequestRecord], None]) -> Callable[[], None]:
-        """Call `callback(record)` once per finished request, in the handler's thread (keep it quick and do
-        not raise). Returns a function that unsubscribes."""
+        """Call `callback(record)` once per finished request, in the thread that finished it (often the server's
+        one stream player: keep it quick; what it raises is ignored). Returns a function that unsubscribes."""
         return self._book.subscribe(callback)
 
     def requests_for(self, model: str, *, learner: str | None = None) -> int:

@@ -24,7 +24,8 @@ deadlines (`Limits`) so a client that sends half a request cannot hold a thread 
 
 A room of a thousand streams would be a thousand handler threads, each waking for each frame and waiting its turn
 under the GIL behind the others. So streams are played by the server's one `Player` thread
-(`streamlab.net.standin.player`): a handler thread sleeps while its stream plays. A frame costs one
+(`streamlab.net.standin.player`), which also waits for each kept-alive connection's next request and serves it
+there when it can: a handler thread sleeps while its connection is parked or its stream plays. A frame costs one
 send on a socket that is non-blocking for good (a socket with a timeout polls before every send and recv), and
 its record takes no lock but its own (`streamlab.net.standin.records`). The waits left to a handler thread use
 `poll`, which watches descriptors past 1024, where `select.select` raises.
@@ -72,7 +73,7 @@ from streamlab.core.standin.request import (
     request_line_reply,
 )
 from streamlab.core.standin.room import learner_of
-from streamlab.net.standin.player import CUT, GONE, Client, Playing
+from streamlab.net.standin.player import CUT, GONE, Client, Parkable, Parked, Playing, Step
 from streamlab.net.standin.records import OpenRecord, RecordBook
 
 __all__ = [
@@ -89,6 +90,8 @@ __all__ = [
 
 SERVER_NAME = "streamlab-standin"
 _DRAIN_LIMIT = 16 * 1024 * 1024
+_SMALL_REPLY = 64 * 1024  # a reply the player sends itself: a socket always has room for it (larger go back)
+_CHUNKED = (*EVENT_STREAM_HEADERS, ("Transfer-Encoding", "chunked"))
 _DONE, _GONE, _STOPPING = "done", "gone", "stopping"
 
 # Linux stamps each arriving packet on request: SO_TIMESTAMPNS, which Python 3.11's socket module does not name; it
@@ -179,6 +182,10 @@ class Host(Protocol):
 
     def play(self, client: Client, stream: Stream, rec: OpenRecord, *, since: float, read_cap: int) -> Playing:
         """Play `stream` on `client` (the server's `Player`); returns once it is over."""
+
+    def park(self, client: Parkable, *, idle: float, read_cap: int) -> Parked:
+        """Wait in the server's `Player` for `client`'s next request (`Connection.arrived`); returns when the
+        connection is over or wants its thread back."""
 
     def page(self, head: RequestHead) -> PageHandler | None:
         """The handler of a request for one of the server's own pages, or None for an API request."""
@@ -287,17 +294,33 @@ def refuse_connection(sock: socket.socket, cap: int) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class _Begun:
+    """An exchange the player began and hands to the connection's thread: the reply to send after its pause (from
+    `since`), or the error to answer with a 500; its record is open."""
+
+    head: RequestHead
+    rec: OpenRecord
+    what: Reply | Exception
+    since: float
+
+
 class Connection:
     """Serve the requests of one accepted socket until either side ends the connection."""
 
-    def __init__(self, sock: socket.socket, host: Host) -> None:
+    def __init__(self, sock: socket.socket, host: Host, *, peer: str = "") -> None:
         self.sock = sock
         self.host = host
+        self.peer = peer  # the client's address (a room's per-address limits)
         self.limits = host.limits
         self.book = host.book
         self.buf = bytearray()  # bytes received and not yet consumed (the rest of a head, a pipelined request)
         self.received_at = 0.0  # perf_counter() time by which every byte received so far had arrived
         self.eof = False  # the client has shut its sending side: its departure (module docstring)
+        self.fresh = False  # `buf` was filled by the player: `received_at` is its bytes' arrival, not a pipelining
+        self._head: RequestHead | None = None  # the request whose stream the player plays (`arrived`, `played`)
+        self._waiting: tuple[RequestHead, int, int] | None = None  # a head whose body the player waits for
+        self._late = False  # the player waited `body_timeout` for that body in vain
         # Non-blocking for good, and every wait is our own `_readable`/`_writable`: a socket with a timeout polls
         # before each send and recv, and a timeout set per call is one more system call, each a turn to wait for
         # under the GIL when a thousand streams run at once (the module docstring).
@@ -307,6 +330,17 @@ class Connection:
     def serve(self) -> None:
         first = True
         while not self.host.stopping.is_set():
+            if not self.buf and not self.eof:  # wait for the request in the player (`streamlab.net.standin.player`)
+                idle = self.limits.header_timeout if first else self.limits.idle_timeout
+                parked = self.host.park(self, idle=idle, read_cap=self._read_cap)
+                first, self._waiting = False, None  # a body the player waited for in vain: read here from the head,
+                self._late = parked.expired  # and refused at once (its time is up)
+                if parked.outcome != Step.BACK:
+                    return
+                if parked.pending is not None:  # the player began the exchange; it goes on here
+                    if not self._resume(parked.pending):
+                        return
+                    continue
             got = self._read_head(first)
             first = False
             if got is None:
@@ -353,8 +387,10 @@ class Connection:
     def _read_head(self, first: bool) -> bytes | Reply | None:
         """The next request head, a refusal to send, or None when the connection should just close."""
         limits, start = self.limits, time.monotonic()
+        fresh, self.fresh = self.fresh, False
         if self._strip_blank_lines():
-            self.received_at = time.perf_counter()  # a pipelined request: its exchange starts now, not on arrival
+            if not fresh:  # a pipelined request: its exchange starts now, not on arrival
+                self.received_at = time.perf_counter()
         elif not self._fill(start + (limits.header_timeout if first else limits.idle_timeout)):
             return None  # closed, or idle for too long: close quietly
         deadline = (start if first else time.monotonic()) + limits.header_timeout
@@ -387,7 +423,8 @@ class Connection:
         return bool(self.buf)
 
     def _read_body(self, length: int) -> bytes | Reply:
-        deadline = time.monotonic() + self.limits.body_timeout
+        late, self._late = self._late, False
+        deadline = time.monotonic() + (0.0 if late else self.limits.body_timeout)
         while len(self.buf) < length:
             got = self._fill(deadline)
             if got is None:
@@ -491,8 +528,7 @@ class Connection:
         try:
             keep = self._exchange(head, rec)
         except (_Gone, OSError):
-            stopping = self.host.stopping.is_set()
-            self.book.update(rec, ending=Ending.STOPPED if stopping else Ending.CLIENT_GONE, client_gone=not stopping)
+            self._gone(rec)
         except Exception as exc:  # a bug in the stand-in: say so in a 500 rather than fall silent
             self._internal_error(exc, head, rec)
         finally:
@@ -509,13 +545,135 @@ class Connection:
         if isinstance(body, Reply):
             return self._reply(body, head, rec)
         arrived = self.received_at  # the request's last byte: every scripted wait counts from here
+        action = self._decide(head, body, rec, arrived)
+        if isinstance(action, Reply):
+            return self._reply(action, head, rec, since=arrived)
+        return self._play(action, rec, since=arrived)
+
+    def _decide(self, head: RequestHead, body: bytes, rec: OpenRecord, arrived: float) -> Reply | Stream:
+        """Record the whole request and ask the planner what to do (from either thread)."""
         self.book.update(rec, arrived_at=arrived)
         self.book.body(rec, body)
-        decision = self.host.decide(Request(head, body))
+        decision = self.host.decide(Request(head, body, peer=self.peer))
         self.book.note(rec, decision.note)
-        if isinstance(decision.action, Reply):
-            return self._reply(decision.action, head, rec, since=arrived)
-        return self._play(decision.action, rec, since=arrived)
+        return decision.action
+
+    def _gone(self, rec: OpenRecord) -> None:
+        stopping = self.host.stopping.is_set()
+        self.book.update(rec, ending=Ending.STOPPED if stopping else Ending.CLIENT_GONE, client_gone=not stopping)
+
+    # -- in the player's thread: a whole request served without waking this connection's thread --
+
+    @property
+    def _read_cap(self) -> int:
+        return MAX_HEAD_BYTES + self.limits.max_body_bytes
+
+    def take(self) -> bool | None:
+        """(`Parkable`) Read what the socket holds, without waiting: True, False (ended or failed), None."""
+        ancillary: list[tuple[int, int, bytes]] = []
+        try:
+            if self._stamped:
+                data, ancillary, _, _ = self.sock.recvmsg(65536, _ANCILLARY)
+            else:
+                data = self.sock.recv(65536)
+        except BlockingIOError:
+            return None
+        except (OSError, ValueError):
+            return False
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        self.received_at = _arrival(ancillary)
+        self.fresh = True
+        return True
+
+    def arrived(self) -> Step:
+        """(`Parkable`) What to do with the bytes in `buf`: wait for the rest of the request; or, once it is whole,
+        play the planner's stream or send its reply here; or hand the connection back to its thread for whatever
+        could block (a refusal of a malformed head, a page, `100 Continue`, a reply that waits, drains or is large),
+        with what was decided, if anything."""
+        buf, waiting = self.buf, self._waiting
+        if waiting is None:  # the head, parsed once: a body that comes in many pieces costs one check a piece
+            self._strip_blank_lines()
+            line_end = buf.find(b"\n")
+            end = None if line_end < 0 else head_end(buf)
+            if end is None or end > MAX_HEAD_BYTES or request_line_reply(bytes(buf[:line_end])) is not None:
+                # a head not whole in its first read (rare: clients write it at once) is read by the thread,
+                # which scans each byte once (`_read_head`); a malformed one it refuses
+                return Step(Step.BACK)
+            head = parse_head(bytes(buf[:end]))
+            if isinstance(head, Reply) or self.host.page(head) is not None:
+                return Step(Step.BACK)
+            admission = admit(head, max_body_bytes=self.limits.max_body_bytes)
+            if isinstance(admission, Reply) or admission.send_continue:
+                return Step(Step.BACK)
+            waiting = self._waiting = (head, end, admission.length)
+        head, end, length = waiting
+        if len(buf) - end < length:
+            return Step(Step.WAIT)
+        self._waiting = None
+        body = bytes(buf[end : end + length])
+        del buf[: end + length]
+        self.fresh = False
+        arrived = self.received_at
+        rec = self.book.open(head.method, head.target, head.as_dict(), learner_of(head))
+        try:
+            action = self._decide(head, body, rec, arrived)
+            if isinstance(action, Stream):
+                self._send(_head_bytes(200, (*_CHUNKED, *action.headers), close=False))
+                self.book.update(rec, status=200)
+                self._head = head  # for `played`: whether the connection may carry another request
+                return Step(Step.PLAY, stream=action, rec=rec, since=arrived)
+            if action.wait or action.drain or len(_payload(action)) > _SMALL_REPLY:
+                return Step(Step.BACK, pending=_Begun(head, rec, action, arrived))  # the record stays open
+            keep = self._reply(action, head, rec, since=arrived)
+        except (_Gone, OSError):
+            self._gone(rec)
+            keep = False
+        except Exception as exc:  # a bug: the thread says so in a 500 (`_internal_error`, which may wait)
+            return Step(Step.BACK, pending=_Begun(head, rec, exc, arrived))
+        self.book.close(rec)
+        return self._next(keep and head.keep_alive)
+
+    def played(self, job: Playing) -> Step:
+        """(`Parkable`) The stream `arrived` started has ended: finish its exchange; what next."""
+        head = self._head
+        assert head is not None, "a stream ended that `arrived` did not start"
+        self._head = None
+        try:
+            keep = self._played(job)
+        except (_Gone, OSError):
+            self._gone(job.rec)
+            keep = False
+        except Exception as exc:
+            return Step(Step.BACK, pending=_Begun(head, job.rec, exc, 0.0))
+        self.book.close(job.rec)
+        return self._next(keep and head.keep_alive)
+
+    def _next(self, keep: bool) -> Step:
+        if not keep or self.host.stopping.is_set():
+            return Step(Step.CLOSE)
+        return Step(Step.BACK) if self.buf else Step(Step.WAIT)  # a pipelined request: its thread reads it
+
+    def _resume(self, pending: object) -> bool:
+        """Carry on, in this thread, an exchange the player began (`arrived`): send its reply or its 500; close
+        its record. True when the connection may carry another request."""
+        assert isinstance(pending, _Begun), pending
+        head, rec, what, since = pending.head, pending.rec, pending.what, pending.since
+        keep = False
+        try:
+            if isinstance(what, Exception):
+                self._internal_error(what, head, rec)
+            else:
+                keep = self._reply(what, head, rec, since=since)
+        except (_Gone, OSError):
+            self._gone(rec)
+        except Exception as exc:
+            self._internal_error(exc, head, rec)
+        finally:
+            self.book.close(rec)
+        return bool(keep and head.keep_alive and not self.host.stopping.is_set())
 
     def _internal_error(self, exc: Exception, head: RequestHead, rec: OpenRecord) -> None:
         message = f"stand-in internal error: {type(exc).__name__}: {exc}"
@@ -575,10 +733,14 @@ class Connection:
         sleeps (`streamlab.net.standin.player`): the first pause counts from `since` (the request's arrival), each
         later one from the write before it, so one stream's bookkeeping never delays its own schedule; a
         `timeline` stream counts every pause from its scheduled start instead (a replayed capture)."""
-        headers = (*EVENT_STREAM_HEADERS, ("Transfer-Encoding", "chunked"), *stream.headers)
-        self._send(_head_bytes(200, headers, close=False))
+        self._send(_head_bytes(200, (*_CHUNKED, *stream.headers), close=False))
         self.book.update(rec, status=200)
-        played = self.host.play(self, stream, rec, since=since, read_cap=MAX_HEAD_BYTES + self.limits.max_body_bytes)
+        return self._played(self.host.play(self, stream, rec, since=since, read_cap=self._read_cap))
+
+    def _played(self, played: Playing) -> bool:
+        """After the player played a stream: its cut, or its ending recorded and its terminating chunk; True when
+        the body ended cleanly. _Gone when the client left."""
+        rec, stream = played.rec, played.stream
         if played.outcome == GONE:
             raise _Gone from played.error
         if played.outcome == CUT:
