@@ -166,3 +166,32 @@ def test_the_reader_ends_each_wait_on_time_with_one_timer() -> None:
     assert got[1][1] < 2.0  # not the 5 s timer of the first wait
     assert got[2][1] >= 0.29  # not woken for good by an earlier, shorter timer
     assert got[3][1] < got[2][1]
+
+
+def test_chunks_queued_behind_one_go_out_with_it_in_order_up_to_the_limit_and_never_past_the_end() -> None:
+    """A relay that fell behind its upstream sends what queued up in one write (`UpstreamReader.coalesce`): the
+    same bytes in the same order, about `limit` of them at most, never joined with what is not a chunk, and the
+    arrival time is the last joined chunk's (None when nothing was joined)."""
+    parts = [bytes([65 + i]) * 10 for i in range(10)]
+
+    async def body():  # type: ignore[no-untyped-def]
+        for part in parts:
+            yield part
+
+    async def run() -> tuple[list[tuple[bytes, float | None]], Read]:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        watch, stop = loop.create_future(), loop.create_future()
+        reader = UpstreamReader(httpx.Response(200, content=body()), watch=watch, stop=stop)
+        while reader.queued < len(parts) + 1:  # every chunk and the end, read ahead
+            await asyncio.sleep(0.01)
+        got = []
+        while (item := await reader.next(1.0)).kind is Read.CHUNK:
+            got.append(reader.coalesce(item.data, limit=35))
+        await reader.close()
+        return got, item.kind
+
+    got, end = asyncio.run(run())
+    assert [data for data, _ in got] == [b"".join(parts[0:4]), b"".join(parts[4:8]), b"".join(parts[8:10])]
+    assert all(at is not None for _, at in got) and end is Read.END

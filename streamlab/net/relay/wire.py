@@ -163,6 +163,10 @@ class ExchangeWire(Response):
         assert reader is not None, "a stream step without a stream"
         item = await reader.next(None if reader.queued else machine.wait(self.hooks.clock()))
         if item.kind is _CHUNK:
+            if reader.queued and machine.committed and machine.rs.ttft is not None:
+                # behind the upstream, past the first token: what queued goes out with this chunk, in one write
+                data, at = reader.coalesce(item.data)
+                return machine.chunk(data, item.at if at is None else at)
             return machine.chunk(item.data, item.at)
         if self.stop.done():
             machine.stopping = True  # a stopping server starts nothing new
