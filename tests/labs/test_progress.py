@@ -431,14 +431,17 @@ def test_each_labs_setup_cell_has_the_room_line_commented_out_and_it_works(lab: 
     lines = [line for line in "".join(setup["source"]).splitlines() if "join_room" in line]
     assert len(lines) == 1 and lines[0].startswith("# import streamlab; streamlab.join_room("), lines
     code = lines[0].removeprefix("# ")
-    assert 'name="ada"' in code and '"http://HOST:8000"' in code
-    with StandIn({}) as server:
+    assert 'name="ada"' in code and '"http://HOST:8000"' in code and 'code="CODE"' in code
+    with StandIn({}, join_code="xk7-m2q") as server:  # a room as `streamlab standin` serves one: with a join code
         try:
-            exec(code.replace("http://HOST:8000", f"http://127.0.0.1:{server.port}"), {})  # what a learner runs
+            learner = code.replace("http://HOST:8000", f"http://127.0.0.1:{server.port}").replace("CODE", "xk7-m2q")
+            exec(learner, {})  # what a learner runs, with the banner's address and code
             check(f"{lab.name[:2]}.1", ...)
             assert recorder.current_room().flush(10)
-            assert server.wait_idle() and [r.json for r in server.records(learner="ada")] == [
-                {"exercise": f"{lab.name[:2]}.1", "verdict": "not attempted"}
+            assert server.wait_idle()
+            posted = [r for r in server.records() if r.path.endswith("/progress")]
+            assert [(r.status, r.json) for r in posted] == [
+                (200, {"exercise": f"{lab.name[:2]}.1", "verdict": "not attempted"})
             ]
         finally:
             recorder.leave_room()
