@@ -135,3 +135,23 @@ def test_streams_and_replies_keep_flowing_after_a_subscriber_raises() -> None:
             assert server.open_connections() == 1  # one kept-alive connection carried all three
         assert len(server.records()) == 3 and server.totals().requests == 3
     assert not [t for t in threading.enumerate() if t.name == "standin:player"]
+
+
+def test_connections_whose_requests_the_player_serves_start_no_thread() -> None:
+    """A thousand connections opened at once (a relay's upstream connections in a room) had started a thousand
+    handler threads in that instant; now an accepted connection waits in the player, and a thread starts only for
+    what could block (here: none)."""
+    with StandIn({"m": Episode([Wait(1.0), *map(Send, FRAMES)])}) as server:
+        before = threading.active_count()
+        socks = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(30)]
+        try:
+            for sock in socks:
+                sock.sendall(head() + ASK)
+            assert server.wait_until(lambda rs: len(rs) == 30 and all(r.status == 200 for r in rs), timeout=10)
+            assert threading.active_count() - before < 3, threading.active_count() - before
+            replies = [Replies(sock).next() for sock in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+        assert replies == [(200, b"".join(FRAMES))] * 30
+        assert server.wait_connections(0, timeout=5)

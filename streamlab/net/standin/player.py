@@ -21,7 +21,9 @@ last requests were read 300 to 450 ms after they were sent. Parked, a connection
 player reads what arrives and asks the connection (`Parkable.arrived`) what to do: wait for the rest, play the stream
 the planner decided on (here, at once), or hand the connection back to its thread for anything that could block (a
 page, a `100 Continue`, a reply that waits or is large, a request that came in pieces for too long, a
-pipelined one). So the common exchange, a whole request answered by a stream, never wakes its thread.
+pipelined one). So the common exchange, a whole request answered by a stream, never wakes its thread. A
+connection just accepted is parked before any thread exists (`adopt`): its thread starts only if it comes back,
+so a relay's thousand upstream connections opened at once start no thousand threads.
 
 The schedule is the one `Connection` had: the first pause counts from the request's arrival, each later one from
 the write before it (from the write's schedule for a `timeline` stream). Nothing is decided here either: the
@@ -104,10 +106,22 @@ class Parked:
     """A connection waiting, in the player, for its next request; `outcome` (CLOSE or BACK, with `pending`, or
     `expired` when the request's body did not come in time) once `finished` is set."""
 
-    __slots__ = ("client", "watching", "wake_at", "deadline", "idle_until", "outcome", "pending", "finished", "expired")
+    __slots__ = (
+        "client",
+        "watching",
+        "wake_at",
+        "deadline",
+        "idle_until",
+        "outcome",
+        "pending",
+        "finished",
+        "expired",
+        "then",
+    )
 
-    def __init__(self, client: Parkable, idle: float) -> None:
+    def __init__(self, client: Parkable, idle: float, then: Callable[[Parked], None] | None = None) -> None:
         self.client = client
+        self.then = then  # called (in the player's thread) when it ends, for a connection no thread waits on
         self.watching = 0
         self.wake_at: float | None = None
         self.idle_until = time.perf_counter() + idle  # no request began by then: close quietly
@@ -116,6 +130,15 @@ class Parked:
         self.outcome: str | None = None
         self.pending: object = None
         self.finished = threading.Event()
+
+    def end(self) -> None:
+        """Tell whoever waits (a thread on `finished`, or `then`) that the wait is over; `outcome` is set."""
+        self.finished.set()
+        if self.then is not None:
+            try:
+                self.then(self)
+            except Exception:  # the server's bug: the connection is its to close; the player goes on
+                pass
 
 
 class Playing:
@@ -225,16 +248,28 @@ class Player:
         self._hand_over(job, Step.CLOSE)
         return job
 
-    def _hand_over(self, job: Playing | Parked, closed: str) -> None:
+    def adopt(self, client: Parkable, *, idle: float, read_cap: int, then: Callable[[Parked], None]) -> None:
+        """`park` for a connection just accepted, which no thread waits on yet: return at once, and call
+        `then(parked)` in the player's thread when the wait is over (to close the connection, or to start a
+        thread for it on a hand-back). A room connecting at once (a relay's thousand upstream connections) starts
+        no thread for the connections whose requests the player serves itself."""
+        self._read_cap = read_cap
+        self._hand_over(Parked(client, idle, then), Step.CLOSE, wait=False)
+
+    def _hand_over(self, job: Playing | Parked, closed: str, *, wait: bool = True) -> None:
         with self._lock:
-            if self._closing:
-                job.outcome = closed
-                return
-            first = not self._incoming
-            self._incoming.append(job)
+            closing = self._closing
+            if not closing:
+                first = not self._incoming
+                self._incoming.append(job)
+        if closing:
+            job.outcome = closed
+            _end(job)
+            return
         if first:
             self._ring()
-        job.finished.wait()
+        if wait:
+            job.finished.wait()
 
     def _ring(self) -> None:
         try:
@@ -281,7 +316,7 @@ class Player:
                 left, self._incoming = self._incoming, []
             for waiting in left:
                 waiting.outcome = STOPPING if isinstance(waiting, Playing) else Step.CLOSE
-                waiting.finished.set()
+                _end(waiting)
 
     def _take_new(self) -> bool:
         """Start the streams handed over since the last pass; True when the player is closing."""
@@ -296,7 +331,7 @@ class Player:
         if closing:
             for job in new:
                 job.outcome = STOPPING if isinstance(job, Playing) else Step.CLOSE
-                job.finished.set()
+                _end(job)
             return True
         now = time.perf_counter()
         for job in new:
@@ -386,7 +421,7 @@ class Player:
         self._watch(park, 0)
         self._parked.discard(park)
         park.outcome, park.wake_at = outcome, None
-        park.finished.set()
+        park.end()
 
     def _event(self, job: Playing, mask: int) -> None:
         if mask & _READ:
@@ -529,3 +564,10 @@ class Player:
         # a stream a parked connection started: the connection finishes the exchange and says what next
         if park.outcome is None:
             self._ask(park, lambda: park.client.played(job))
+
+
+def _end(job: Playing | Parked) -> None:
+    if isinstance(job, Parked):
+        job.end()
+    else:
+        job.finished.set()

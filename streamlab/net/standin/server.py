@@ -69,7 +69,7 @@ from streamlab.core.standin.script import (
 from streamlab.net.slot import interrupts_held
 from streamlab.net.standin.chatpage import CHAT_PATH, chat_page
 from streamlab.net.standin.dashboard import DASHBOARD_PATH, DEFAULT_KEEPALIVE, DEFAULT_MAX_FEEDS, RoomFeed
-from streamlab.net.standin.player import Client, Parkable, Parked, Player, Playing
+from streamlab.net.standin.player import Client, Parkable, Parked, Player, Playing, Step
 from streamlab.net.standin.records import (
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_MAX_RECORDS,
@@ -114,7 +114,7 @@ class _Host:
         self._room = room
         self._room_lock = threading.Lock()
         self._conns: set[socket.socket] = set()
-        self._pending = 0  # admitted by the accepting thread, not yet set up by their handler thread
+        self._pending = 0  # admitted by the accepting thread, not yet counted open (`opened`)
         self._conns_cond = threading.Condition()
         self.pages: Callable[[RequestHead], PageHandler | None] | None = None
         self._signal: tuple[socket.socket, socket.socket] | None = None  # the stop signal, while started
@@ -184,6 +184,16 @@ class _Host:
             raise RuntimeError("the stand-in is not started")
         return player.park(client, idle=idle, read_cap=read_cap)
 
+    def adopt(self, conn: Connection, *, then: Callable[[Parked], None]) -> None:
+        """Park a connection just accepted, before any thread serves it (`Player.adopt`)."""
+        player = self._player
+        if player is None:
+            parked = Parked(conn, 0.0)
+            parked.outcome = Step.CLOSE
+            then(parked)
+            return
+        player.adopt(conn, idle=self.limits.header_timeout, read_cap=conn.read_cap, then=then)
+
     def with_room(self, job: Callable[[Room], Any]) -> Any:
         """Run `job(room)` under the room's lock (configuration and queries from `StandIn`)."""
         with self._room_lock:
@@ -232,28 +242,6 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
-
-
-class _Handler(socketserver.BaseRequestHandler):
-    """One connection: hand it to `wire.Connection`, which serves its requests until it closes."""
-
-    server: _Server
-
-    def setup(self) -> None:
-        self.host = self.server.host
-        conn: socket.socket = self.request
-        conn.setsockopt(socket.SOL_TCP, socket.TCP_NODELAY, True)  # small frames leave at once, no Nagle wait
-        _peer.address = str(self.client_address[0]) if self.client_address else ""
-        self.host.opened(self.request)
-
-    def handle(self) -> None:
-        try:
-            Connection(self.request, self.host, peer=getattr(_peer, "address", "")).serve()
-        except OSError:  # reset by the client, or shut down by stop()
-            pass
-
-    def finish(self) -> None:
-        self.host.closed(self.request)
 
 
 class _HandlerThreads(list[threading.Thread]):
@@ -310,11 +298,43 @@ class _Server(socketserver.ThreadingTCPServer):
             refuse_connection(request, self.host.limits.max_connections)
             self.shutdown_request(request)
             return
+        # No thread yet: the player waits for the first request and serves it if it can (`Player.adopt`); a
+        # thread starts only when the connection comes back for what could block. A room connecting at once (a
+        # relay's thousand upstream connections) had started a thousand threads in that instant.
+        sock: socket.socket = request
         try:
-            super().process_request(request, client_address)
+            sock.setsockopt(socket.SOL_TCP, socket.TCP_NODELAY, True)  # small frames leave at once, no Nagle wait
+            self.host.opened(sock)
         except BaseException:
             self.host.closed(None)
+            self.shutdown_request(sock)
             raise
+        peer = str(client_address[0]) if client_address else ""
+        conn = Connection(sock, self.host, peer=peer)
+        self.host.adopt(conn, then=lambda parked: self._adopted(conn, parked, peer))
+
+    def _adopted(self, conn: Connection, parked: Parked, peer: str) -> None:
+        """(in the player's thread) The first wait of an accepted connection is over: close it, or serve the
+        rest of it on a thread of its own."""
+        if parked.outcome != Step.BACK or self.host.stopping.is_set():  # stopping: no new thread for `stop` to miss
+            self._release(conn.sock)
+            return
+        thread = threading.Thread(target=self._serve_rest, args=(conn, parked, peer), daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _serve_rest(self, conn: Connection, parked: Parked, peer: str) -> None:
+        _peer.address = peer
+        try:
+            conn.serve(parked)
+        except Exception:  # reset by the client, shut down by stop(), or a bug: the connection ends, not the server
+            pass
+        finally:
+            self._release(conn.sock)
+
+    def _release(self, sock: socket.socket) -> None:
+        self.host.closed(sock)
+        self.shutdown_request(sock)
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # silent: no tracebacks in notebooks
         pass
@@ -463,7 +483,7 @@ class StandIn:
         if self._httpd is not None:
             raise RuntimeError("this StandIn is already started")
         self._host.stopping.clear()
-        httpd = _Server((self.host, self._requested_port), _Handler, bind_and_activate=False)
+        httpd = _Server((self.host, self._requested_port), socketserver.BaseRequestHandler, bind_and_activate=False)
         httpd.host = self._host
         try:
             httpd.server_bind()

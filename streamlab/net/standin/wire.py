@@ -327,18 +327,22 @@ class Connection:
         sock.settimeout(0.0)
         self._stamped = bool(_TIMESTAMPNS) and _stamps(sock)  # the kernel stamps what arrives (`stamp_arrivals`)
 
-    def serve(self) -> None:
-        first = True
+    def serve(self, parked: Parked | None = None) -> None:
+        """Serve requests until the connection ends. `parked` is how a wait in the player that began before this
+        thread existed ended (`Player.adopt`: the connection came back to be served here)."""
+        first = parked is None
         while not self.host.stopping.is_set():
-            if not self.buf and not self.eof:  # wait for the request in the player (`streamlab.net.standin.player`)
+            if parked is None and not self.buf and not self.eof:  # wait for the request in the player
                 idle = self.limits.header_timeout if first else self.limits.idle_timeout
-                parked = self.host.park(self, idle=idle, read_cap=self._read_cap)
+                parked = self.host.park(self, idle=idle, read_cap=self.read_cap)
+            if parked is not None:
+                done, parked = parked, None
                 first, self._waiting = False, None  # a body the player waited for in vain: read here from the head,
-                self._late = parked.expired  # and refused at once (its time is up)
-                if parked.outcome != Step.BACK:
+                self._late = done.expired  # and refused at once (its time is up)
+                if done.outcome != Step.BACK:
                     return
-                if parked.pending is not None:  # the player began the exchange; it goes on here
-                    if not self._resume(parked.pending):
+                if done.pending is not None:  # the player began the exchange; it goes on here
+                    if not self._resume(done.pending):
                         return
                     continue
             got = self._read_head(first)
@@ -565,7 +569,8 @@ class Connection:
     # -- in the player's thread: a whole request served without waking this connection's thread --
 
     @property
-    def _read_cap(self) -> int:
+    def read_cap(self) -> int:
+        """The most bytes kept for requests not read yet (a head and a body at their limits)."""
         return MAX_HEAD_BYTES + self.limits.max_body_bytes
 
     def take(self) -> bool | None:
@@ -735,7 +740,7 @@ class Connection:
         `timeline` stream counts every pause from its scheduled start instead (a replayed capture)."""
         self._send(_head_bytes(200, (*_CHUNKED, *stream.headers), close=False))
         self.book.update(rec, status=200)
-        return self._played(self.host.play(self, stream, rec, since=since, read_cap=self._read_cap))
+        return self._played(self.host.play(self, stream, rec, since=since, read_cap=self.read_cap))
 
     def _played(self, played: Playing) -> bool:
         """After the player played a stream: its cut, or its ending recorded and its terminating chunk; True when
