@@ -364,7 +364,6 @@ class Connection:
 
     def _fill(self, deadline: float) -> bool | None:
         """Receive more bytes into the buffer: True, or False at end of input, or None at the deadline."""
-        ancillary: list[tuple[int, int, bytes]] = []
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -372,15 +371,25 @@ class Connection:
             try:
                 if not _readable([self.sock], left):
                     return None
-                if self._stamped:
-                    data, ancillary, _, _ = self.sock.recvmsg(65536, _ANCILLARY)
-                else:
-                    data = self.sock.recv(65536)
-                break
-            except BlockingIOError:  # woken for nothing: wait again
-                continue
             except (OSError, ValueError):
                 return False
+            got = self._receive()
+            if got is not None:  # (None: woken for nothing: wait again)
+                return got
+
+    def _receive(self) -> bool | None:
+        """One read of what the socket holds, without waiting: True (added to `buf`, `received_at` its arrival),
+        False (the client ended its input, or the connection failed), None (nothing was there)."""
+        ancillary: list[tuple[int, int, bytes]] = []
+        try:
+            if self._stamped:
+                data, ancillary, _, _ = self.sock.recvmsg(65536, _ANCILLARY)
+            else:
+                data = self.sock.recv(65536)
+        except BlockingIOError:
+            return None
+        except (OSError, ValueError):
+            return False
         if not data:
             self.eof = True
             return False
@@ -575,23 +584,10 @@ class Connection:
 
     def take(self) -> bool | None:
         """(`Parkable`) Read what the socket holds, without waiting: True, False (ended or failed), None."""
-        ancillary: list[tuple[int, int, bytes]] = []
-        try:
-            if self._stamped:
-                data, ancillary, _, _ = self.sock.recvmsg(65536, _ANCILLARY)
-            else:
-                data = self.sock.recv(65536)
-        except BlockingIOError:
-            return None
-        except (OSError, ValueError):
-            return False
-        if not data:
-            self.eof = True
-            return False
-        self.buf += data
-        self.received_at = _arrival(ancillary)
-        self.fresh = True
-        return True
+        got = self._receive()
+        if got:
+            self.fresh = True
+        return got
 
     def arrived(self) -> Step:
         """(`Parkable`) What to do with the bytes in `buf`: wait for the rest of the request; or, once it is whole,
