@@ -186,12 +186,13 @@ def lint(extra: list[str]) -> None:
 
 
 def workers() -> str:
-    """How many pytest-xdist workers: four per core, at least three, at most sixteen. The suite waits far more than
+    """How many pytest-xdist workers: three per core, at least three, at most twelve. The suite waits far more than
     it computes (sockets, timers, real proxies, lab kernels): on a quiet 2-core machine with the slow files handed out
-    first (conftest.py `FIRST`), 3 workers took 378 s, 6 took 209 s and 8 took 190 s (pytest's own figure, 4,040
-    tests and 13 labs), the CPUs still not full. STREAMLAB_TEST_WORKERS overrides it (1 runs everything
-    in-process)."""
-    return os.environ.get("STREAMLAB_TEST_WORKERS") or str(max(3, min(16, 4 * (os.cpu_count() or 1))))
+    first (conftest.py `FIRST`), 3 workers took 378 s, 6 took 209 s and 8 took 186-204 s (pytest's own figure, 4,040
+    tests and 13 labs). Eight were not kept: in one of seven full runs with eight, a lab's kernel did not answer
+    its first request within 60 s (nbval's start-up wait; cause not found). STREAMLAB_TEST_WORKERS overrides it
+    (1 runs everything in-process)."""
+    return os.environ.get("STREAMLAB_TEST_WORKERS") or str(max(3, min(12, 3 * (os.cpu_count() or 1))))
 
 
 def test(extra: list[str]) -> None:
