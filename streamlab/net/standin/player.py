@@ -117,10 +117,14 @@ class Parked:
         "finished",
         "expired",
         "then",
+        "read_cap",
     )
 
-    def __init__(self, client: Parkable, idle: float, then: Callable[[Parked], None] | None = None) -> None:
+    def __init__(
+        self, client: Parkable, idle: float, read_cap: int, then: Callable[[Parked], None] | None = None
+    ) -> None:
         self.client = client
+        self.read_cap = read_cap  # the stream it starts stops reading the client past this many buffered bytes
         self.then = then  # called (in the player's thread) when it ends, for a connection no thread waits on
         self.watching = 0
         self.wake_at: float | None = None
@@ -212,7 +216,6 @@ class Player:
         for end in self._bell:
             end.setblocking(False)
         self._closing = False
-        self._read_cap = 1 << 20
         self._selector = selectors.DefaultSelector()
         self._heap: list[tuple[float, int, Playing | Parked]] = []
         self._seq = itertools.count()
@@ -243,8 +246,7 @@ class Player:
     def park(self, client: Parkable, *, idle: float, read_cap: int) -> Parked:
         """Wait here for `client`'s next request, serving what `client.arrived` allows; return (to the handler
         thread, which sleeps meanwhile) when the connection is over (CLOSE) or wants its thread (BACK)."""
-        job = Parked(client, idle)
-        self._read_cap = read_cap
+        job = Parked(client, idle, read_cap)
         self._hand_over(job, Step.CLOSE)
         return job
 
@@ -253,8 +255,7 @@ class Player:
         `then(parked)` in the player's thread when the wait is over (to close the connection, or to start a
         thread for it on a hand-back). A room connecting at once (a relay's thousand upstream connections) starts
         no thread for the connections whose requests the player serves itself."""
-        self._read_cap = read_cap
-        self._hand_over(Parked(client, idle, then), Step.CLOSE, wait=False)
+        self._hand_over(Parked(client, idle, read_cap, then), Step.CLOSE, wait=False)
 
     def _hand_over(self, job: Playing | Parked, closed: str, *, wait: bool = True) -> None:
         with self._lock:
@@ -407,7 +408,7 @@ class Player:
             assert step.stream is not None and step.rec is not None
             self._watch(park, 0)
             park.wake_at = None
-            job = Playing(park.client, step.stream, step.rec, step.since, self._read_cap, park)
+            job = Playing(park.client, step.stream, step.rec, step.since, park.read_cap, park)
             self._playing.add(job)
             self._watch(job, _READ)
             self._advance(job, time.perf_counter())

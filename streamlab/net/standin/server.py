@@ -188,7 +188,7 @@ class _Host:
         """Park a connection just accepted, before any thread serves it (`Player.adopt`)."""
         player = self._player
         if player is None:
-            parked = Parked(conn, 0.0)
+            parked = Parked(conn, 0.0, conn.read_cap)
             parked.outcome = Step.CLOSE
             then(parked)
             return
