@@ -514,6 +514,10 @@ class Player:
                     job.clock = at
                 data = action.data
                 framed = b"%x\r\n%s\r\n" % (len(data), data)
+                # recorded before the bytes leave, as a reply is (`Connection._reply`): a client that has read them
+                # finds them in the record (after the send, a relay's client could see [DONE] first, and a test
+                # read a record one frame short under load); a failed send makes the request client_gone
+                book.wrote(rec, data, action.frame, at)
                 try:
                     sent = client.sock.send(framed)
                 except BlockingIOError:
@@ -521,7 +525,6 @@ class Player:
                 except (OSError, ValueError) as exc:
                     self._finish(job, GONE, exc)
                     return
-                book.wrote(rec, data, action.frame, at)
                 if sent < len(framed):
                     job.pending = memoryview(framed)[sent:]
                     deadline = time.perf_counter() + self._send_timeout
