@@ -32,7 +32,9 @@ def _cmd_relay(args: argparse.Namespace) -> int:
     from streamlab.net.console import Outlet, route_logging, stop_signals, stream_writer
     from streamlab.net.gateway.app import Gateway
     from streamlab.net.relay.app import Relay
+    from streamlab.net.relay.serving import keep_freed_heap
 
+    keep_freed_heap()  # a process of its own: the next stream reuses the heap the last one freed (no page faults)
     errors, unroute = route_logging(sys.stderr, name="relay-log")  # before the loop starts: it logs from there
     outlet = Outlet(
         stream_writer(sys.stdout, fallback=ascii_json),
