@@ -231,5 +231,10 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+_HELPERS = frozenset({"annotations", "importlib", "TYPE_CHECKING", "Any"})
+"""This module's own imports: not streamlab's names, so `dir` (and a notebook's tab completion) leaves them out."""
+
+
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """Every public name, loaded or not, and the loaded subpackages; none of this module's helpers."""
+    return sorted((set(globals()) - _HELPERS) | set(__all__))

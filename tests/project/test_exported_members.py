@@ -140,6 +140,15 @@ def test_dir_lists_every_name_before_and_after_loading() -> None:
     assert set(EXPORTED) <= set(dir(streamlab))
 
 
+def test_dir_shows_no_helper_of_the_module_itself() -> None:
+    """Tab completion on `streamlab.` offers what a learner may use: `streamlab.Any` or `streamlab.importlib` had
+    been offered beside the labs' names."""
+    assert streamlab.SSEParser is not None  # loads streamlab.core
+    shown = set(dir(streamlab))
+    assert not shown & {"Any", "TYPE_CHECKING", "importlib", "annotations"}
+    assert {"__version__", "core"} <= shown  # (`core` is loaded by any exported name's first use)
+
+
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'relay'"):
         streamlab.relay  # noqa: B018  (the lookup is the test)
