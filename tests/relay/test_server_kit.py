@@ -19,7 +19,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from streamlab.net.relay.serving import GuardedH11
+from streamlab.net.relay.serving import UNSENT, GuardedH11, flushed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,3 +82,72 @@ def test_the_server_kit_runs_on_the_pinned_versions(package: str) -> None:
     pins = _pins()
     assert package in pins, f"{package} is not pinned in constraints.txt"
     assert version(package) == pins[package], f"{package} {version(package)} installed, {pins[package]} pinned"
+
+
+# -- the reply's bytes still in the process (UNSENT) and `flushed` --
+
+
+def test_flushed_returns_when_the_last_bytes_have_left_the_process() -> None:
+    """`flushed` waits while the transport still holds bytes, and no longer."""
+    left = [70_000, 4_000, 0]
+    calls: list[int] = []
+
+    def unsent() -> int:
+        calls.append(left[min(len(calls), 2)])
+        return calls[-1]
+
+    async def run() -> float:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await flushed({"extensions": {UNSENT: unsent}}, timeout=5.0)
+        return loop.time() - t0
+
+    waited = asyncio.run(run())
+    assert calls == [70_000, 4_000, 0]  # asked until nothing was left, then not again
+    assert waited < 1.0
+
+
+def test_flushed_gives_up_at_its_timeout_and_needs_no_extension() -> None:
+    async def run(scope: dict) -> float:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await flushed(scope, timeout=0.05)
+        return loop.time() - t0
+
+    assert 0.05 <= asyncio.run(run({"extensions": {UNSENT: lambda: 1}})) < 1.0  # a client that never reads
+    assert asyncio.run(run({})) < 0.05  # another ASGI server: one turn of the loop
+
+
+@pytest.mark.net
+def test_every_request_under_the_server_kit_can_ask_what_is_unsent() -> None:
+    """`AppServer` (`GuardedH11`) puts `UNSENT` in every request's scope: the transport's write buffer, 0 before
+    the reply, and not 0 while a client that does not read holds up a large reply."""
+    import socket
+    import time
+
+    import httpx
+
+    from streamlab.net.relay.serving import AppServer
+
+    seen: list[tuple[int, int]] = []
+
+    async def app(scope: dict, receive: object, send: object) -> None:
+        if scope["type"] != "http":
+            return
+        unsent = scope["extensions"][UNSENT]
+        before = unsent()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})  # type: ignore[operator]
+        size = 64 << 20 if scope["path"] == "/big" else 10
+        await send({"type": "http.response.body", "body": b"x" * size, "more_body": False})  # type: ignore[operator]
+        seen.append((before, unsent()))
+
+    with AppServer(app, name="unsent") as server:
+        assert httpx.get(f"http://127.0.0.1:{server.port}/small", trust_env=False).text == "x" * 10
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:  # asks for 64 MiB, reads none of it
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            for _ in range(200):
+                if len(seen) == 2:
+                    break
+                time.sleep(0.01)
+    assert seen[0] == (0, 0)
+    assert seen[1][0] == 0 and seen[1][1] > 0  # the socket took what it could; the rest waits in the process
