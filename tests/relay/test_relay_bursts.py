@@ -230,7 +230,7 @@ def test_a_relay_process_keeps_the_heap_a_stream_freed() -> None:
     _, plain_faults = _rounds("plain")
     if plain_faults < 100:
         pytest.skip(f"this system's allocator keeps freed heap anyway ({plain_faults} faults a round without it)")
-    assert plain_faults >= 300  # 2.3 MB freed, then touched afresh: a page fault every 4 KiB
+    # without it: 2.3 MB freed, then touched afresh, a fault per page (about 370 of 4 KiB on x86-64 Linux)
     assert kept_faults < 20, f"{kept_faults} page faults a round with the freed heap kept"
 
 
