@@ -239,49 +239,34 @@ def test_a_relay_process_keeps_the_heap_a_stream_freed() -> None:
 def test_the_relay_command_touches_no_fresh_heap_per_fast_stream() -> None:
     """`streamlab relay` between a stand-in that writes 2.3 MB in 64 KiB writes and a client: after two
     streams, each further stream costs the relay process a handful of page faults (it had cost about 430)."""
-    import subprocess
-    import sys
-
     import httpx
+    from support import streamlab_cli
 
     from streamlab.core.standin.script import Episode, Send
     from streamlab.net.standin.server import StandIn
 
     blob = b"".join(shapes.chat_text_stream([f"f{i % 1000:03d} " for i in range(10_000)], model="bulk"))
     script = {"bulk": Episode([Send(blob[i : i + 65536]) for i in range(0, len(blob), 65536)])}
-    with StandIn(script, usage="scripted") as upstream:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlab", "relay", "--upstream", upstream.base_url, "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+    with StandIn(script, usage="scripted") as upstream, streamlab_cli("relay", "--upstream", upstream.base_url) as proc:
         assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        drain = subprocess.Popen(["cat"], stdin=proc.stdout, stdout=subprocess.DEVNULL)  # summaries never block it
-        try:
+        url = proc.stdout.readline().strip()  # then one summary line a stream: six fit in the pipe unread
 
-            def faults() -> int:
-                with open(f"/proc/{proc.pid}/stat") as f:
-                    return int(f.read().rsplit(")", 1)[1].split()[7])  # minflt
+        def faults() -> int:
+            with open(f"/proc/{proc.pid}/stat") as f:
+                return int(f.read().rsplit(")", 1)[1].split()[7])  # minflt
 
-            def stream(client: httpx.Client) -> None:
-                body = {"model": "bulk", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-                with client.stream("POST", f"{url}/chat/completions", json=body) as r:
-                    assert r.status_code == 200
-                    assert sum(len(c) for c in r.iter_raw()) == len(blob)
-                time.sleep(0.3)  # the summary catches up after the client's last byte
+        def stream(client: httpx.Client) -> None:
+            body = {"model": "bulk", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            with client.stream("POST", f"{url}/chat/completions", json=body) as r:
+                assert r.status_code == 200
+                assert sum(len(c) for c in r.iter_raw()) == len(blob)
+            time.sleep(0.3)  # the summary catches up after the client's last byte
 
-            with httpx.Client(timeout=30, trust_env=False) as client:
-                for _ in range(2):
-                    stream(client)
-                before = faults()
-                for _ in range(4):
-                    stream(client)
-                per_stream = (faults() - before) / 4
-        finally:
-            proc.terminate()
-            proc.wait(10)
-            drain.wait(10)
-            proc.stdout.close()
+        with httpx.Client(timeout=30, trust_env=False) as client:
+            for _ in range(2):
+                stream(client)
+            before = faults()
+            for _ in range(4):
+                stream(client)
+            per_stream = (faults() - before) / 4
     assert per_stream < 100, f"{per_stream:.0f} page faults per stream in the relay process"
