@@ -47,7 +47,7 @@ text is read without decoding the rest (`streamlab.core.pieces.OneHole`: exact, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -215,6 +215,29 @@ class ChatAccumulator(EventReader):
             self._choice(choice, event)
         if event.event == "message":
             self._learn(event.data, obj)
+
+    def feed_shaped(self, events: Sequence[SSEEvent], start: int = 0) -> int:
+        """Take `events[start:]` for as long as each is a text chunk of the learned shape, exactly as `feed` would,
+        and return the index of the first one not taken (`start` when none was): a whole burst of text chunks in
+        one call, none per chunk. Such a chunk is the learned chunk with only its text changed: everything a
+        caller could look for outside the text is what the learned chunk had."""
+        hole = self._shape.hole
+        if hole is None or self.saw_done or self.error is not None:
+            return start
+        text, read = self._text[self._shape.key], hole.read
+        i, end = start, len(events)
+        while i < end:
+            event = events[i]
+            if event.event != "message":
+                break
+            piece = read(event.data)
+            if piece is None:
+                break
+            text.append(piece)
+            i += 1
+        self.events += i - start
+        self.chunks += i - start
+        return i
 
     def _learn(self, data: str, obj: dict[str, Any]) -> None:
         """After a chunk read the slow way: if it carries only text for one choice (no role, finish reason, usage,

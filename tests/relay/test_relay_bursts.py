@@ -270,3 +270,92 @@ def test_the_relay_command_touches_no_fresh_heap_per_fast_stream() -> None:
                 stream(client)
             per_stream = (faults() - before) / 4
     assert per_stream < 100, f"{per_stream:.0f} page faults per stream in the relay process"
+
+
+# -- a run of text chunks of the learned shape in one call (ChatAccumulator.feed_shaped), held to one by one --
+
+
+def _text(content: str, **extra: object) -> bytes:
+    choice = {"index": 0, "delta": {"content": content}, "finish_reason": None}
+    return shapes.sse_frame(shapes.to_json({**shapes.chat_chunk([choice]), **extra}))
+
+
+_TRICKY = ["error", "keepalive", '"error"', '"keepalive"', 'say "hi"', "\\", "\u2028", "\U0001f600", ""]
+SHAPED_STREAMS = {
+    "plain": b"".join(shapes.chat_text_stream([f"w{i} " for i in range(60)])),
+    "tricky texts": b"".join(shapes.chat_text_stream([_TRICKY[i % len(_TRICKY)] for i in range(60)])),
+    "an error mid-way": b"".join(
+        [_text(f"a{i}") for i in range(20)]
+        + [shapes.sse_frame('{"error": {"message": "overloaded", "type": "server_error"}}')]
+        + [_text(f"b{i}") for i in range(10)]
+    ),
+    "a keep-alive shape": b"".join(
+        [_text(f"a{i}") for i in range(10)]
+        + [_text(f"k{i}", type="keepalive") for i in range(10)]  # the slow path takes these for keep-alives
+        + [_text(f"c{i}") for i in range(10)]
+        + [shapes.chat_done()]
+    ),
+    "text after [DONE]": b"".join(
+        [_text(f"a{i}") for i in range(10)] + [shapes.chat_done()] + [_text(f"late{i}") for i in range(10)]
+    ),
+    "the shape changes": b"".join(
+        [_text(f"a{i}") for i in range(15)]
+        + [_text(f"b{i}", model_extra=i) for i in range(15)]  # a field that differs in every chunk
+        + [_text(f"c{i}", service_tier="x") for i in range(15)]
+        + [shapes.chat_done()]
+    ),
+}
+
+
+def _state(rs: RelayedStream) -> dict:
+    acc = rs.accumulator
+    return {
+        **rs.summary(),
+        "text": acc.text,
+        "chunks": acc.chunks,
+        "acc_events": acc.events,
+        "late": acc.late_events,
+        "sdk_raises": rs.sdk_raises,
+        "keepalive_seq": rs._keepalive_seq,
+    }
+
+
+@pytest.mark.parametrize("name", list(SHAPED_STREAMS))
+def test_text_chunks_in_one_call_give_what_one_by_one_gives(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlab.core.accumulate import ChatAccumulator
+
+    data = SHAPED_STREAMS[name]
+    rng = random.Random(name)
+    for _ in range(20):
+        chunks = cuts(data, rng)
+        fast = RelayedStream(dialect="chat", model="m", started=0.0)
+        for i, chunk in enumerate(chunks):
+            fast.upstream(chunk, 1.0 + i)
+        fast.upstream_ended(Ending.COMPLETE, 99.0)
+        with monkeypatch.context() as m:
+            m.setattr(ChatAccumulator, "feed_shaped", lambda self, events, start=0: start)
+            slow = RelayedStream(dialect="chat", model="m", started=0.0)
+            for i, chunk in enumerate(chunks):
+                slow.upstream(chunk, 1.0 + i)
+            slow.upstream_ended(Ending.COMPLETE, 99.0)
+        assert _state(fast) == _state(slow)
+
+
+def test_a_fast_streams_text_chunks_go_in_one_call_each_burst() -> None:
+    """The point of it: a burst of text chunks of one shape costs one call, not one per chunk."""
+    from streamlab.core.accumulate import ChatAccumulator
+
+    calls = {"feed": 0}
+    acc = ChatAccumulator()
+    feed = acc.feed
+
+    def counted(event: object) -> None:
+        calls["feed"] += 1
+        feed(event)  # type: ignore[arg-type]
+
+    rs = RelayedStream(dialect="chat", model="m", started=0.0)
+    rs.accumulator = acc
+    acc.feed = counted  # type: ignore[method-assign]
+    rs.upstream(SHAPED_STREAMS["plain"], 1.0)
+    assert acc.chunks == 63 and rs.text_chars == sum(len(f"w{i} ") for i in range(60))
+    assert calls["feed"] < 10  # the role chunk, the first text chunk (it teaches the shape), the finish, usage
