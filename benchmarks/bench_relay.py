@@ -21,6 +21,9 @@ Throughput is the median of `--repeat` interleaved rounds (every path once in ea
 * TTFT: the first token is scripted 0.2 s after the request; the time to the first content bytes, each path's
   p50, and what each adds over direct (p50 of the pairwise differences).
 
+First, in this process and without sockets, what the relay's summary of the 64 KiB-write stream costs beside the
+SSE parser alone and beside feeding every event one by one (`summary_cost`).
+
     .venv/bin/python benchmarks/bench_relay.py            # 10,000 frames, 100 x 400 frames, 30 TTFT rounds
     .venv/bin/python benchmarks/bench_relay.py --quick    # 3,000 frames, 100 x 100 frames, 10 rounds
 
@@ -222,6 +225,51 @@ def measure(paths: dict[str, str], args: argparse.Namespace) -> bool:
     return bad
 
 
+def summary_cost(frames: int, repeat: int = 20) -> None:
+    """The summary's own cost for the 64 KiB-write stream, in this process (no sockets): the SSE parser alone (the
+    floor), `RelayedStream` as the relay runs it, and the same with every event fed one by one (runs of text chunks
+    of the learned shape no longer in one call: `ChatAccumulator.feed_shaped` switched off). Best of `repeat`."""
+    from streamlab.core.accumulate import ChatAccumulator
+    from streamlab.core.endings import Ending
+    from streamlab.core.relay.stream import RelayedStream
+    from streamlab.core.sse import SSEParser
+
+    chunks = [step.data for step in script(frames, 1)["bulk"].steps if isinstance(step, Send)]
+
+    def parser_alone() -> None:
+        parser = SSEParser()
+        for chunk in chunks:
+            parser.feed(chunk)
+
+    def relayed() -> None:
+        rs = RelayedStream(dialect="chat", started=0.0)
+        for chunk in chunks:
+            rs.forward(chunk, 1.0)
+            rs.follow()
+        rs.upstream_ended(Ending.COMPLETE, 2.0)
+
+    def best(fn: Any) -> float:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    floor, fast = best(parser_alone), best(relayed)
+    shaped = ChatAccumulator.feed_shaped
+    ChatAccumulator.feed_shaped = lambda self, events, start=0: start  # type: ignore[method-assign]
+    try:
+        slow = best(relayed)
+    finally:
+        ChatAccumulator.feed_shaped = shaped  # type: ignore[method-assign]
+    size = sum(map(len, chunks)) / 1e6
+    print(f"the summary of the 64 KiB-write stream ({size:.1f} MB, {frames:,} events), in-process, best of {repeat}:")
+    print(f"  SSE parser alone               {1000 * floor:6.2f} ms   1.00x")
+    print(f"  RelayedStream (as the relay)   {1000 * fast:6.2f} ms   {fast / floor:.2f}x")
+    print(f"  RelayedStream, one by one      {1000 * slow:6.2f} ms   {slow / floor:.2f}x")
+
+
 def report(
     paths: dict[str, str], rates: dict[str, dict[str, float]], ttft: dict[str, list[float]], args: argparse.Namespace
 ) -> None:
@@ -278,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         "relay and gateway against a plain pass-through: each server in its own process, the stand-in in "
         "another, a bytes-only client here"
     )
+    summary_cost(args.frames)
     with ExitStack() as stack:
         upstream = stack.enter_context(child(_serve_standin, args.frames, args.each))
         paths = {
