@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from typing import Any
 
 import pytest
 
@@ -359,3 +360,67 @@ def test_a_fast_streams_text_chunks_go_in_one_call_each_burst() -> None:
     rs.upstream(SHAPED_STREAMS["plain"], 1.0)
     assert acc.chunks == 63 and rs.text_chars == sum(len(f"w{i} ") for i in range(60))
     assert calls["feed"] < 10  # the role chunk, the first text chunk (it teaches the shape), the finish, usage
+
+
+# -- the stream loop runs in a task of its own (streamlab.net.relay.wire.ExchangeWire.__call__) --
+
+
+class _Resumes:
+    """An ASGI app around another that counts how often its coroutine is resumed: each resume of the request's
+    task passes through every frame above the app (uvicorn, the middleware, the router)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app, self.count = app, 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await _Counted(self.app(scope, receive, send), self)
+
+
+class _Counted:
+    def __init__(self, coro: Any, into: _Resumes) -> None:
+        self.coro, self.into = coro, into
+
+    def __await__(self) -> Any:
+        gen = self.coro.__await__()
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                return stop.value
+            self.into.count += 1
+            try:
+                value, error = (yield step), None
+            except BaseException as exc:  # (thrown in by the loop: passed on to the app)
+                value, error = None, exc
+
+
+@pytest.mark.parametrize("kind", ["relay", "gateway"])
+def test_a_streams_chunks_do_not_wake_the_requests_whole_asgi_chain(kind: str, no_leaked_threads: Any) -> None:
+    """The wire's loop wakes at least once per upstream chunk. Run in the request's own task, each wake-up had
+    resumed the whole ASGI chain above it as well: 66 resumes for a 60-chunk stream. In a task of its own, the
+    request's task is resumed twice for the whole stream."""
+    import httpx
+
+    from streamlab.core.standin.script import Episode, paced
+    from streamlab.net.gateway.app import GatewayConfig, build_gateway_app
+    from streamlab.net.relay.app import RelayConfig, build_app
+    from streamlab.net.relay.serving import AppServer
+    from streamlab.net.standin.server import StandIn
+
+    frames = shapes.chat_text_stream([f"w{i} " for i in range(58)], model="m")  # 60 frames with the role and end
+    with StandIn({"m": Episode(paced(frames, gap=0.002))}, usage="scripted") as upstream:
+        if kind == "relay":
+            app: Any = build_app(RelayConfig(upstream.base_url, keepalive=None))
+        else:
+            app = build_gateway_app(GatewayConfig((upstream.base_url,), keepalive=None))
+        counted = _Resumes(app)
+        with AppServer(counted, name=kind) as server, httpx.Client(timeout=10, trust_env=False) as client:
+            ask = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            reply = client.post(f"{server.url}/v1/chat/completions", json=ask)
+    assert reply.status_code == 200 and reply.content == b"".join(frames)
+    assert counted.count < 10, f"the request's ASGI chain was resumed {counted.count} times for 60 chunks"
