@@ -13,7 +13,8 @@ the same run, interleaved, and printed as ratios:
 The client only reads bytes (`iter_raw`, or `aiter_raw` for the concurrent runs): a client that parsed every
 event would cap the direct path and hide the servers' own cost. Workloads:
 
-Throughput is the median of `--repeat` interleaved rounds (every path once in each round).
+Throughput is the median of `--repeat` interleaved rounds (every path once in each round, the order rotated from
+round to round, so that no path always follows the same one).
 
 * one frame per write: N chunk frames, each its own write (the shape of a model's stream); events per second;
 * 64 KiB writes: the same bytes in large writes; MB/s;
@@ -197,16 +198,18 @@ def measure(paths: dict[str, str], args: argparse.Namespace) -> bool:
                 ttft[path].append(first)
         rates: dict[str, dict[str, float]] = {p: {} for p in paths}
         bodies: dict[str, bytes] = {}
+        order = list(paths.items())
         for model in ("frames", "bulk"):
             times: dict[str, list[float]] = {p: [] for p in paths}
-            for _ in range(args.repeat):  # interleaved: every path in each round
-                for path, url in paths.items():
+            for i in range(args.repeat):  # interleaved: every path in each round, which goes first in turn
+                k = i % len(order)
+                for path, url in order[k:] + order[:k]:
                     time.sleep(args.settle)  # the server before finishes what it does after a stream (a summary)
                     _, seconds, body = read(client, url, model)
                     times[path].append(seconds)
                     if model == "frames":
                         bodies.setdefault(path, body)
-                        bad |= body != bodies["direct"]
+            bad |= any(body != bodies["direct"] for body in bodies.values())
             for path in paths:
                 size, seconds = len(bodies["direct"]), statistics.median(times[path])
                 rates[path][model] = frames_events / seconds if model == "frames" else size / 1e6 / seconds
@@ -228,22 +231,26 @@ def measure(paths: dict[str, str], args: argparse.Namespace) -> bool:
 def summary_cost(frames: int, repeat: int = 20) -> None:
     """The summary's own cost for the 64 KiB-write stream, in this process (no sockets): the SSE parser alone (the
     floor), `RelayedStream` as the relay runs it, and the same with every event fed one by one (runs of text chunks
-    of the learned shape no longer in one call: `ChatAccumulator.feed_shaped` switched off). Best of `repeat`."""
+    of the learned shape no longer in one call: `ChatAccumulator.feed_shaped` switched off); then `RelayedStream`
+    on the same bytes in one write per frame, so a cost per byte that grows with the write size shows. Best of
+    `repeat`."""
     from streamlab.core.accumulate import ChatAccumulator
     from streamlab.core.endings import Ending
     from streamlab.core.relay.stream import RelayedStream
     from streamlab.core.sse import SSEParser
 
-    chunks = [step.data for step in script(frames, 1)["bulk"].steps if isinstance(step, Send)]
+    episodes = script(frames, 1)
+    chunks = [step.data for step in episodes["bulk"].steps if isinstance(step, Send)]
+    frame_chunks = [step.data for step in episodes["frames"].steps if isinstance(step, Send)]
 
     def parser_alone() -> None:
         parser = SSEParser()
         for chunk in chunks:
             parser.feed(chunk)
 
-    def relayed() -> None:
+    def relayed(writes: list[bytes] = chunks) -> None:
         rs = RelayedStream(dialect="chat", started=0.0)
-        for chunk in chunks:
+        for chunk in writes:
             rs.forward(chunk, 1.0)
             rs.follow()
         rs.upstream_ended(Ending.COMPLETE, 2.0)
@@ -257,6 +264,7 @@ def summary_cost(frames: int, repeat: int = 20) -> None:
         return min(times)
 
     floor, fast = best(parser_alone), best(relayed)
+    small = best(lambda: relayed(frame_chunks))  # the same bytes, one frame per write
     shaped = ChatAccumulator.feed_shaped
     ChatAccumulator.feed_shaped = lambda self, events, start=0: start  # type: ignore[method-assign]
     try:
@@ -268,6 +276,8 @@ def summary_cost(frames: int, repeat: int = 20) -> None:
     print(f"  SSE parser alone               {1000 * floor:6.2f} ms   1.00x")
     print(f"  RelayedStream (as the relay)   {1000 * fast:6.2f} ms   {fast / floor:.2f}x")
     print(f"  RelayedStream, one by one      {1000 * slow:6.2f} ms   {slow / floor:.2f}x")
+    per_frame = f"{1000 * small:.2f} ms (64 KiB writes: {fast / small:.2f}x that)"
+    print(f"  the same bytes, one frame per write, as the relay: {per_frame}")
 
 
 def report(
