@@ -424,3 +424,67 @@ def test_a_streams_chunks_do_not_wake_the_requests_whole_asgi_chain(kind: str, n
             reply = client.post(f"{server.url}/v1/chat/completions", json=ask)
     assert reply.status_code == 200 and reply.content == b"".join(frames)
     assert counted.count < 10, f"the request's ASGI chain was resumed {counted.count} times for 60 chunks"
+
+
+def test_a_cancelled_request_waits_for_its_streams_clean_up(no_leaked_threads: Any) -> None:
+    """Cancelling the request's task (a server shutting down hard) cancels the task the wire's loop runs in and
+    waits for its clean-up: once the request's task has finished, the upstream response is closed, the stream's
+    summary says it was stopped (not a final event it never sent), and no task of the stream is left."""
+    from streamlab.core.standin.script import Episode, paced
+    from streamlab.net.relay.app import RelayConfig, build_app
+    from streamlab.net.standin.server import StandIn
+
+    frames = shapes.chat_text_stream([f"w{i} " for i in range(200)], model="m")
+    summaries: list[dict[str, Any]] = []
+
+    async def run(base_url: str) -> tuple[int, list[asyncio.Task[Any]]]:
+        app = build_app(RelayConfig(base_url, keepalive=None, on_summary=summaries.append))
+        relay = app.state.relay
+        async with relay.lifespan(app):
+            body = b'{"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+            scope = {
+                "type": "http",
+                "asgi": {"version": "3.0"},
+                "http_version": "1.1",
+                "method": "POST",
+                "scheme": "http",
+                "path": "/v1/chat/completions",
+                "raw_path": b"/v1/chat/completions",
+                "root_path": "",
+                "query_string": b"",
+                "headers": [(b"content-type", b"application/json"), (b"host", b"relay")],
+                "client": ("127.0.0.1", 1),
+                "server": ("127.0.0.1", 2),
+            }
+            parts = [{"type": "http.request", "body": body, "more_body": False}]
+            forever = asyncio.get_running_loop().create_future()
+
+            async def receive() -> dict[str, Any]:
+                return parts.pop(0) if parts else await forever  # the client never leaves
+
+            writes: list[dict[str, Any]] = []
+            enough = asyncio.Event()
+
+            async def send(message: dict[str, Any]) -> None:
+                writes.append(message)
+                if sum(m["type"] == "http.response.body" for m in writes) >= 3:
+                    enough.set()
+
+            request = asyncio.ensure_future(app(scope, receive, send))
+            await asyncio.wait_for(enough.wait(), 10)
+            request.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await request
+            left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            forever.cancel()
+            return sum(m["type"] == "http.response.body" for m in writes), left
+
+    with StandIn({"m": Episode(paced(frames, gap=0.02))}, usage="scripted") as upstream:
+        sent, left = asyncio.run(run(upstream.base_url))
+        upstream.wait_until(lambda records: [r.ending for r in records] == ["client_gone"], 5)
+        gone = [r.ending for r in upstream.records("m")]
+    assert sent >= 3 and left == [], f"{len(left)} task(s) of the stream outlived its request: {left}"
+    (summary,) = summaries
+    assert (summary["ending"], summary["marked"]) == ("stopped", False)
+    assert summary["detail"] == "the relay task was cancelled"
+    assert gone == ["client_gone"], f"the upstream saw {gone}"
