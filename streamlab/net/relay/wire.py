@@ -52,8 +52,8 @@ SETTLE_GRACE = 0.005
 """Seconds between a fast stream's last bytes leaving the process and its summary's parse (`Settle`). The parse
 takes a CPU for a few milliseconds per MB (`summary_cost` in `benchmarks/bench_relay.py`), and on a 2-core machine
 the client reading the last bytes of a 2.3 MB body had shared one with it. In `bench_relay`'s 64 KiB-write ratio
-against the pass-through: median 0.855x over six runs without the grace, 0.895x over eight with it (run to run
-±0.05). The summary line comes that much later."""
+against the pass-through, at the time it came (benchmarks/README.md, stop 41): median 0.855x over six runs
+without the grace, 0.895x over eight with it (run to run ±0.05). The summary line comes that much later."""
 
 _CHUNK = Read.CHUNK  # read once: an enum member looked up through its class costs 0.2 us, per chunk here
 _SEND = ex.Send
