@@ -642,11 +642,17 @@ def test_fifty_concurrent_async_streams_all_complete():
 # --- found in review: races, encodings and classifications -----------------------------------------
 
 
+_LONG = shapes.chat_text_stream([f"t{i:04d} " for i in range(3000)], model="long")
+_UNTIL_CLOSED = Episode([*(Send(f) for f in _LONG[:-1]), Stall(None), Send(_LONG[-1])])
+"""3,000 frames as fast as they go, then nothing until the client closes: a stream only a close can end."""
+
+
 def test_close_from_another_thread_never_raises_in_the_reader() -> None:
-    """A "Stop" button on another thread: the reader ends quietly as cancelled, however the race falls."""
-    long = shapes.chat_text_stream([f"t{i:04d} " for i in range(3000)], model="long")
+    """A "Stop" button on another thread: the reader ends quietly as cancelled, however the race falls (mid-read
+    or waiting for bytes). The stream stalls before its last frame, so only the close can end it: a reader that got
+    ahead of a late close had read it to "complete" (once in a loaded run)."""
     outcomes = []
-    with StandIn({"long": Episode([Send(f) for f in long])}, require_input=False) as srv:
+    with StandIn({"long": _UNTIL_CLOSED}, require_input=False) as srv:
         for i in range(25):
             stream = stream_chat(srv.base_url, {"model": "long"})
             stream.open()
@@ -670,8 +676,6 @@ def test_close_from_another_thread_never_raises_in_the_reader() -> None:
 
 
 def test_aclose_from_another_task_never_raises_in_the_reader() -> None:
-    long = shapes.chat_text_stream([f"t{i:04d} " for i in range(3000)], model="long")
-
     async def run(srv: StandIn) -> list[str]:
         outcomes = []
         for i in range(15):
@@ -690,7 +694,7 @@ def test_aclose_from_another_task_never_raises_in_the_reader() -> None:
             outcomes.append(await task)
         return outcomes
 
-    with StandIn({"long": Episode([Send(f) for f in long])}, require_input=False) as srv:
+    with StandIn({"long": _UNTIL_CLOSED}, require_input=False) as srv:
         outcomes = asyncio.run(run(srv))
     assert set(outcomes) == {"ended cancelled"}, outcomes
 
